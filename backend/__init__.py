@@ -1,0 +1,1 @@
+"""Backends: the contract (base.py, torch-free) and the engines that fulfil it."""

@@ -1,0 +1,34 @@
+"""Enforce a healing constraint: the first generated tokens must spell a given text.
+
+The planner backed text off the prompt (the cursor sat inside a token); the model must now
+produce tokens that re-spell it. At each step a token is allowed when its bytes and the
+remaining text agree on their overlap: the token is a prefix of what remains, or what remains
+is a prefix of the token (the token finishes the constraint and may run on past it).
+
+    remaining b"ret"   allowed: "r", "re", "ret", "return", "rets", ...   not: "x", " ret"
+
+Lookups are O(log V + len(remaining)) over a sorted byte index built once per vocabulary.
+Imports no torch.
+"""
+from __future__ import annotations
+
+import bisect
+
+
+class TextPrefixIndex:
+    def __init__(self, token_bytes: list[bytes], exclude_ids: set[int] = frozenset()) -> None:
+        pairs = sorted((b, i) for i, b in enumerate(token_bytes) if b and i not in exclude_ids)
+        self._keys = [b for b, _ in pairs]
+        self._ids = [i for _, i in pairs]
+        self._exact: dict[bytes, list[int]] = {}
+        for b, i in pairs:
+            self._exact.setdefault(b, []).append(i)
+
+    def allowed_ids(self, remaining: bytes) -> list[int]:
+        """Tokens consistent with `remaining` (non-empty) as the next bytes of output."""
+        lo = bisect.bisect_left(self._keys, remaining)
+        hi = bisect.bisect_left(self._keys, remaining + b"\xff" * 8)
+        out = self._ids[lo:hi]  # tokens that start with all of `remaining`
+        for n in range(1, len(remaining)):
+            out = out + self._exact.get(remaining[:n], [])  # tokens that are a strict prefix of it
+        return out

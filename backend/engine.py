@@ -1,0 +1,249 @@
+"""The embedded engine: a real model on CPU or CUDA behind per-user prefix trees of KV blocks.
+
+Memory has two tiers:
+- the block pool: `budget_tokens` of K/V rows, owned by the per-user `BlockTree` (LRU, pins);
+- a few slots: contiguous K/V buffers a request computes in. A slot remembers whose tokens it
+  holds, so a person's next keystroke usually finds its whole prompt already in place and
+  copies nothing; otherwise the matched blocks are gathered from the pool into the slot.
+
+A request runs: match (slot and tree, same user only) -> gather missing rows -> prefill the
+rest -> decode token by token (cancel checked before each) -> write new full and partial
+blocks back into the user's tree. One request computes at a time; on 2 CPU cores batching
+would only share the same cores.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from backend.base import (CancelToken, Finished, FimPlan, PinReceipt, StreamEvent, TextDelta, UsageReport)
+from backend.block_tree import BlockTree
+from backend.constraint import TextPrefixIndex
+from backend.llama import KVBuffer, LlamaModel
+from backend.sampler import sample
+from backend.stop import StopStrings
+from backend.weights import LoadedModel, load_model
+
+
+class ContextOverflowError(ValueError):
+    """The prompt does not fit the engine's context; the message says by how much."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    block_size: int = 16
+    budget_tokens: int = 16384  # the block pool, shared by all users
+    pin_cap_share: float = 0.5
+    num_slots: int = 2
+    max_context: int = 4096
+    device: str = "cpu"
+    threads: int | None = None
+
+
+class _Slot:
+    def __init__(self, kv: KVBuffer) -> None:
+        self.kv = kv
+        self.user_id: str | None = None
+        self.tokens: list[int] = []  # tokens whose K/V sit at rows 0..len(tokens)
+        self.last_used = 0.0
+
+
+def _common_prefix(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class EmbeddedEngine:
+    def __init__(self, loaded: LoadedModel, config: EngineConfig = EngineConfig()) -> None:
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.config = config
+        self.model_config = loaded.config
+        self._name = loaded.name
+        self._tokenizer = loaded.tokenizer
+        self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device)
+        cfg = loaded.config
+        self.capacity = min(config.max_context, cfg.max_position)
+        num_blocks = max(1, config.budget_tokens // config.block_size)
+        self.tree = BlockTree(num_blocks, config.block_size, config.pin_cap_share)
+        rows = num_blocks * config.block_size
+        self._pool = KVBuffer.empty(cfg, rows, device=config.device)
+        self._slots = [_Slot(KVBuffer.empty(cfg, self.capacity, device=config.device)) for _ in range(config.num_slots)]
+        self._lock = threading.Lock()
+        special = {self._tokenizer.token_id(t) for t in getattr(self._tokenizer, "_special", {})} - {None}
+        self._heal_index = TextPrefixIndex(self._tokenizer.token_bytes, exclude_ids=special)
+
+    @classmethod
+    def from_path(cls, path: str, config: EngineConfig = EngineConfig()) -> "EmbeddedEngine":
+        return cls(load_model(path), config)
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
+    @property
+    def model_name(self) -> str:
+        return self._name
+
+    @property
+    def pool_bytes(self) -> int:
+        return self._pool.k.numel() * self._pool.k.element_size() * 2
+
+    # -- pins ------------------------------------------------------------------------------
+    def pin(self, user_id: str, prompt_ids: tuple[int, ...], ttl_s: float) -> PinReceipt | None:
+        with self._lock:
+            return self.tree.pin(user_id, tuple(prompt_ids), ttl_s)
+
+    def unpin(self, receipt: PinReceipt) -> None:
+        with self._lock:
+            self.tree.unpin(receipt)
+
+    # -- generation ------------------------------------------------------------------------
+    def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]:
+        cancel = cancel or CancelToken()
+        prompt = list(plan.prompt_ids)
+        if not prompt:
+            raise ValueError("empty prompt")
+        heal = plan.healing.text.encode("utf-8")
+        max_new = plan.sampling.max_tokens + (len(heal) if heal else 0)
+        if len(prompt) >= self.capacity:
+            raise ContextOverflowError(f"prompt of {len(prompt)} tokens does not fit the context of {self.capacity}")
+        max_new = min(max_new, self.capacity - len(prompt))
+        with self._lock:
+            yield from self._generate_locked(plan, prompt, heal, max_new, cancel)
+
+    def _take_slot(self, user_id: str, prompt: list[int]) -> tuple[_Slot, int]:
+        best, best_n = None, -1
+        for s in self._slots:
+            n = _common_prefix(s.tokens, prompt) if s.user_id == user_id else -1
+            if n > best_n:
+                best, best_n = s, n
+        if best_n <= 0:
+            best = min(self._slots, key=lambda s: s.last_used)
+            best_n = 0
+        if best.user_id != user_id:
+            best.user_id, best.tokens = user_id, []
+        return best, best_n
+
+    def _generate_locked(self, plan: FimPlan, prompt: list[int], heal: bytes, max_new: int,
+                         cancel: CancelToken) -> Iterator[StreamEvent]:
+        t0 = time.perf_counter()
+        slot, slot_hit = self._take_slot(plan.user_id, prompt)
+        slot.last_used = t0
+        match = self.tree.match(plan.user_id, tuple(prompt))
+        cached = max(slot_hit, match.num_tokens)
+        if match.num_tokens > slot_hit:
+            self._gather(slot.kv, match.blocks, slot_hit, match.num_tokens)
+        cached = min(cached, len(prompt) - 1)  # the last prompt token is always run, for its logits
+        slot.tokens = prompt[:cached]
+
+        usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=cached, prefilled_tokens=len(prompt) - cached)
+        if cancel.cancelled:
+            yield self._finish(plan, slot, "", usage, t0, None, None, 0, cancelled=True)
+            return
+        dev = self.model.device
+        logits = self.model.forward(torch.tensor(prompt[cached:], device=dev),
+                                    torch.arange(cached, len(prompt), device=dev), slot.kv)
+        slot.tokens = list(prompt)
+        if plan.sampling.max_tokens == 0:
+            yield self._finish(plan, slot, "", usage, t0, None, None, 0, finish_reason="length")
+            return
+
+        gen = torch.Generator().manual_seed(plan.sampling.seed) if plan.sampling.seed is not None else None
+        stop_ids = set(plan.stop_token_ids)
+        if self._tokenizer.eos_id is not None:
+            stop_ids.add(self._tokenizer.eos_id)
+        stops = StopStrings(plan.sampling.stop)
+        pending = heal
+        t_first = None
+        num_out = 0
+        finish = "length"
+        token_bytes = self._tokenizer.token_bytes
+        for step in range(max_new):
+            if cancel.cancelled:
+                finish = "cancelled"
+                break
+            allowed = self._heal_index.allowed_ids(pending) if pending else None
+            if allowed is not None and not allowed:
+                allowed = None  # nothing in the vocabulary spells it: generate freely
+                pending = b""
+            tok = sample(logits, plan.sampling, gen, allowed)
+            if t_first is None:
+                t_first = time.perf_counter()
+            if tok in stop_ids and not pending:
+                finish = "stop"
+                break
+            data = token_bytes[tok]
+            if pending:
+                if data.startswith(pending):
+                    data, pending = data[len(pending):], b""
+                else:
+                    data, pending = b"", pending[len(data):]
+            else:
+                num_out += 1
+            piece = stops.feed(data) if data else ""
+            if piece:
+                yield TextDelta(piece)
+            if stops.stopped:
+                finish = "stop"
+                break
+            if num_out >= plan.sampling.max_tokens or step == max_new - 1:
+                break
+            pos = len(slot.tokens)
+            logits = self.model.forward(torch.tensor([tok], device=dev), torch.tensor([pos], device=dev), slot.kv)
+            slot.tokens.append(tok)
+        tail = stops.flush()
+        if tail and finish != "cancelled":
+            yield TextDelta(tail)
+        yield self._finish(plan, slot, stops.text, usage, t0, t_first, time.perf_counter(), num_out,
+                           cancelled=finish == "cancelled", finish_reason=finish)
+
+    def _finish(self, plan, slot, text, usage, t0, t_first, t_end, num_out, cancelled=False,
+                finish_reason="cancelled") -> Finished:
+        self._store(plan.user_id, slot)
+        ttft = None if t_first is None else (t_first - t0) * 1000
+        tps = None
+        if t_first is not None and t_end is not None and num_out > 1 and t_end > t_first:
+            tps = (num_out - 1) / (t_end - t_first)
+        report = UsageReport(**usage, completion_tokens=num_out, ttft_ms=ttft, decode_tokens_per_s=tps,
+                             total_ms=(time.perf_counter() - t0) * 1000, cancelled=cancelled,
+                             finish_reason=finish_reason)
+        return Finished(text=text, usage=report)
+
+    # -- pool <-> slot ---------------------------------------------------------------------
+    def _rows(self, blocks, start: int, end: int) -> torch.Tensor:
+        bs = self.config.block_size
+        ids = torch.tensor([b for b, _ in blocks], dtype=torch.long)
+        pos = torch.arange(start, end)
+        return ids[pos // bs] * bs + pos % bs
+
+    def _gather(self, kv: KVBuffer, blocks, start: int, end: int) -> None:
+        rows = self._rows(blocks, start, end).to(self.model.device)
+        kv.k[:, :, start:end] = self._pool.k.index_select(2, rows)
+        kv.v[:, :, start:end] = self._pool.v.index_select(2, rows)
+
+    def _store(self, user_id: str, slot: _Slot) -> None:
+        bs = self.config.block_size
+        for w in self.tree.insert(user_id, tuple(slot.tokens)):
+            rows = torch.arange(w.block_id * bs + w.offset, w.block_id * bs + w.offset + w.num_tokens,
+                                device=self.model.device)
+            self._pool.k.index_copy_(2, rows, slot.kv.k[:, :, w.start:w.start + w.num_tokens])
+            self._pool.v.index_copy_(2, rows, slot.kv.v[:, :, w.start:w.start + w.num_tokens])
+
+    def stats(self) -> dict:
+        return {
+            "pool_blocks": self.tree.num_blocks,
+            "used_blocks": self.tree.num_used,
+            "pinned_blocks": self.tree.num_pinned,
+            "evicted_blocks": self.tree.num_evicted,
+            "users": self.tree.num_users,
+            "pool_bytes": self.pool_bytes,
+        }

@@ -1,0 +1,1 @@
+"""Numeric primitives under the backends: RoPE application and re-rotation (torch reference)."""
