@@ -1,0 +1,1 @@
+"""Benchmarks: keystroke replay and FIM quality, strategies side by side."""
