@@ -118,6 +118,11 @@ class HFTokenizer:
         """Token ids of plain text; control tokens in the text are spelled out, never parsed."""
         return self._tok.encode(text, add_special_tokens=False).ids
 
+    def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
+        """Token ids and the character offset where each token starts."""
+        enc = self._tok.encode(text, add_special_tokens=False)
+        return enc.ids, [s for s, _ in enc.offsets]
+
     def decode(self, ids: list[int]) -> str:
         return b"".join(self.token_bytes[i] for i in ids).decode("utf-8", errors="replace")
 

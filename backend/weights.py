@@ -127,3 +127,14 @@ def _canonical_hf(name: str) -> str:
         _, i, rest = name.split(".", 2)
         return f"layers.{i}.{_HF_NAMES.get(rest, rest)}"
     return name
+
+
+def load_tokenizer(path: str) -> HFTokenizer:
+    """Only the tokenizer of a model (no weights), for planning and token counts."""
+    if not os.path.exists(path):
+        raise ModelLoadError(f"model path does not exist: {path}")
+    if os.path.isdir(path):
+        return HFTokenizer.from_folder(path)
+    from gguf import GGUFReader
+
+    return HFTokenizer.from_gguf(GGUFReader(path))

@@ -9,8 +9,11 @@ and ask the backend to generate text that starts with it (token healing):
     ids   tokens("    x = compute_")  heal "tot"   -> the model writes "total(...)", we show "al(...)"
 
 Why this is exact: regex pre-tokenizers match left to right, so appending text can only change
-the last pre-token; BPE never merges across pre-tokens. So `ids` is a prefix of the tokens of
-*any* continuation of the text, and `ids` + (tokens spelling `heal`) can always reproduce it.
+the last pre-token; BPE never merges across pre-tokens. So the tokens of the earlier pre-tokens,
+*as cut within the whole text*, are a prefix of the tokens of any continuation, and `ids` +
+(tokens spelling `heal`) can always reproduce it. Re-encoding text[:split] alone would not do:
+a regex lookahead at the end of a string cuts differently ("\n\n\n" alone is one piece, but
+"\n\n" + "\n" before "c").
 """
 from __future__ import annotations
 
@@ -35,4 +38,7 @@ def stable_split(tok: Tokenizer, text: str) -> int:
 
 def tokenize_fragment(tok: Tokenizer, text: str) -> Fragment:
     split = stable_split(tok, text)
-    return Fragment(ids=tuple(tok.encode(text[:split])) if split else (), heal=text[split:])
+    if not split:
+        return Fragment(ids=(), heal=text)
+    ids, starts = tok.encode_with_starts(text)
+    return Fragment(ids=tuple(i for i, s in zip(ids, starts) if s < split), heal=text[split:])

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from backend.base import FimPlan, HealingConstraint, ReuseClass, ReuseHint, SamplingParams, Tokenizer
-from efim.fragment import stable_split, tokenize_fragment
+from efim.fragment import tokenize_fragment
 from efim.templates import ContextChunk, FimTemplate, Segment
 from efim.window import WindowConfig, cut_window
 
@@ -133,10 +133,10 @@ class EfimPlanner:
         w = cut_window(state.text, state.cursor, self.tok, self.window)
         prefix, suffix = state.text[w.prefix_start:w.cursor], state.text[w.cursor:w.suffix_end]
         segs, open_text = self.template.render(prefix, suffix, path=state.path, context=state.context)
-        split = stable_split(self.tok, open_text)
-        fixed = self._encode(segs) + tuple(self.tok.encode(open_text[:split]) if split else ())
+        head = tokenize_fragment(self.tok, open_text)
+        fixed = self._encode(segs) + head.ids
         return _Session(prefix_start=w.prefix_start, prefix=prefix, suffix=suffix, fixed_ids=fixed,
-                        open_tail=open_text[split:], path=state.path, context=state.context,
+                        open_tail=head.heal, path=state.path, context=state.context,
                         num_requests=old.num_requests if old else 0,
                         num_reanchors=(old.num_reanchors + 1) if old else 0)
 

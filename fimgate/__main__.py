@@ -1,0 +1,3 @@
+from fimgate.cli import main
+
+raise SystemExit(main())

