@@ -1,0 +1,49 @@
+"""`fimgate complete` and `fimgate models` as a user runs them: real model, real process."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def fimgate(*args, timeout=180):
+    return subprocess.run([sys.executable, "-m", "fimgate", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_complete_prints_a_completion_with_its_usage(tmp_path):
+    src = tmp_path / "fib.py"
+    src.write_text("def fibonacci(n):\n    if n < 2:\n        return n\n    return \n\nprint(fibonacci(10))\n")
+    offset = src.read_text().index("return \n") + len("return ")
+    r = fimgate("complete", "--file", str(src), "--offset", str(offset), "--max-tokens", "12", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["completion"].strip()
+    assert out["usage"]["prompt_tokens"] > 10 and out["usage"]["prefilled_tokens"] == out["usage"]["prompt_tokens"]
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("empty", "is empty"), ("offset", "outside"), ("binary", "not UTF-8"), ("model", "does not exist"),
+    ("missing", "no such file"),
+])
+def test_bad_input_is_a_clear_error_not_a_traceback(tmp_path, case, needle):
+    f = tmp_path / "x.py"
+    f.write_text("x = 1\n")
+    args = ["complete", "--file", str(f)]
+    if case == "empty":
+        f.write_text("")
+    elif case == "offset":
+        args += ["--offset", "99"]
+    elif case == "binary":
+        f.write_bytes(b"x = '\xff\xfe'\n")
+    elif case == "model":
+        args += ["--model", str(tmp_path / "nope.gguf")]
+    else:
+        args = ["complete", "--file", str(tmp_path / "absent.py")]
+    r = fimgate(*args)
+    assert r.returncode == 2
+    assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_models_lists_the_bundled_model():
+    r = fimgate("models")
+    assert r.returncode == 0 and "smollm2-135m" in r.stdout and ".gguf" in r.stdout

@@ -1,0 +1,112 @@
+"""The embedded engine on the real bundled model (SmolLM2-135M)."""
+import threading
+
+import torch
+
+from backend.base import CancelToken, Finished, FimPlan, HealingConstraint, SamplingParams, TextDelta
+from backend.llama import KVBuffer
+from kernels.rope import cos_sin, rerotate
+
+CODE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
+
+
+def _run(engine, ids, user="u", cancel=None, **kw):
+    plan = FimPlan(prompt_ids=tuple(ids), user_id=user, session_id="s", sampling=SamplingParams(**kw))
+    events = list(engine.generate(plan, cancel))
+    return events[-1], events
+
+
+def test_prefix_hit_gives_the_same_logits_as_a_full_prefill(engine):
+    model, tok = engine.model, engine.tokenizer
+    ids = tok.encode(open(__file__, encoding="utf-8").read())[:300]
+    full = KVBuffer.empty(model.cfg, 512)
+    want = model.forward(torch.tensor(ids), torch.arange(len(ids)), full)
+    hit = KVBuffer.empty(model.cfg, 512)
+    model.forward(torch.tensor(ids[:250]), torch.arange(250), hit)
+    got = model.forward(torch.tensor(ids[250:]), torch.arange(250, len(ids)), hit)
+    diff = (want - got).abs().max().item()
+    assert diff < 1e-3, diff  # fp32 noise; measured ~1e-5 with logits of magnitude ~30
+
+
+def test_rerotating_layer0_keys_equals_computing_them_at_the_new_position(engine):
+    model = engine.model
+    cfg = model.cfg
+    ids = torch.tensor(engine.tokenizer.encode(CODE))
+    w = model.layers[0]
+    h = model._norm(model.embed[ids], w["attn_norm"])
+    k = torch.nn.functional.linear(h, w["k"]).view(len(ids), cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+    from kernels.rope import apply_rope
+    pos = torch.arange(len(ids)) + 7
+    delta = torch.full((len(ids),), 1234)
+    at_p = apply_rope(k, *cos_sin(pos, model.inv_freq), cfg.rope)
+    at_pd = apply_rope(k, *cos_sin(pos + delta, model.inv_freq), cfg.rope)
+    diff = (rerotate(at_p, delta, model.inv_freq, cfg.rope) - at_pd).abs().max().item()
+    assert diff < 1e-4, diff
+
+
+def test_second_request_hits_the_cache_and_gives_the_same_text(engine):
+    ids = engine.tokenizer.encode(CODE)
+    first, _ = _run(engine, ids, user="cache-a", max_tokens=8)
+    second, _ = _run(engine, ids, user="cache-a", max_tokens=8)
+    assert first.usage.prefix_cached_tokens == 0 and first.usage.prefilled_tokens == len(ids)
+    assert second.usage.prefix_cached_tokens == len(ids) - 1 and second.usage.prefilled_tokens == 1
+    assert first.text == second.text and first.text.strip()
+
+
+def test_another_user_never_hits_my_cache(engine):
+    ids = engine.tokenizer.encode(CODE + " # isolation")
+    _run(engine, ids, user="iso-a", max_tokens=1)
+    other, _ = _run(engine, ids, user="iso-b", max_tokens=1)
+    assert other.usage.cached_tokens == 0
+
+
+def test_healing_output_starts_after_the_backed_off_text(engine):
+    ids = engine.tokenizer.encode(CODE)
+    plan = FimPlan(prompt_ids=tuple(ids), user_id="heal", session_id="s", healing=HealingConstraint(" fib"),
+                   sampling=SamplingParams(max_tokens=6))
+    final = list(engine.generate(plan))[-1]
+    assert final.text.startswith("onacci"), final.text
+
+
+def test_stop_string_and_max_tokens(engine):
+    ids = engine.tokenizer.encode(CODE)
+    final, events = _run(engine, ids, user="stop", max_tokens=40, stop=("\n",))
+    assert "\n" not in final.text and final.usage.finish_reason in ("stop", "length")
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == final.text
+    short, _ = _run(engine, ids, user="stop", max_tokens=2)
+    assert short.usage.completion_tokens <= 2
+
+
+def test_cancel_takes_effect_before_the_next_token(engine):
+    ids = engine.tokenizer.encode(CODE)
+    cancel = CancelToken()
+    plan = FimPlan(prompt_ids=tuple(ids), user_id="cancel", session_id="s", sampling=SamplingParams(max_tokens=64))
+    got = []
+    for ev in engine.generate(plan, cancel):
+        got.append(ev)
+        if isinstance(ev, TextDelta) and not cancel.cancelled:
+            cancel.cancel()
+            n_at_cancel = len(got)
+    final = got[-1]
+    assert isinstance(final, Finished) and final.usage.cancelled
+    assert len(got) == n_at_cancel + 1  # nothing but the final report after the cancel
+
+
+def test_pool_budget_holds_under_many_users(engine):
+    tok = engine.tokenizer
+    for u in range(12):
+        ids = tok.encode(f"# user {u}\n" + CODE * 8)
+        _run(engine, ids, user=f"many{u}", max_tokens=1)
+        assert engine.tree.num_used <= engine.tree.num_blocks
+
+
+def test_concurrent_requests_are_serialized_safely(engine):
+    ids = engine.tokenizer.encode(CODE)
+    out = []
+    threads = [threading.Thread(target=lambda u=u: out.append(_run(engine, ids, user=f"t{u}", max_tokens=4)[0]))
+               for u in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({f.text for f in out}) == 1

@@ -1,0 +1,134 @@
+"""The gateway over real HTTP on loopback, with the real bundled model."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def url():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("gateway did not start: " + proc.stdout.read())
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+PREFIX = "def fibonacci(n):\n    if n < 2:\n        return n\n    return "
+SUFFIX = "\n\n\nprint(fibonacci(10))\n"
+
+
+def test_openai_client_with_suffix(url):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=url + "/v1", api_key="unused")
+    r = client.completions.create(model="fimgate", prompt=PREFIX, suffix=SUFFIX, max_tokens=12, temperature=0,
+                                  user="oa", extra_body={"document": "fib.py"})
+    assert r.choices[0].text.strip()
+    assert r.usage.prompt_tokens > 10
+    again = client.completions.create(model="fimgate", prompt=PREFIX, suffix=SUFFIX, max_tokens=12, temperature=0,
+                                      user="oa", extra_body={"document": "fib.py"})
+    assert again.choices[0].text == r.choices[0].text
+    assert again.usage.prompt_tokens_details.cached_tokens >= again.usage.prompt_tokens - 1
+
+
+def test_llama_vscode_shaped_infill(url):
+    body = {"input_prefix": PREFIX, "input_suffix": SUFFIX, "prompt": "fib",
+            "input_extra": [{"filename": "util.py", "text": "def helper():\n    return 1\n"}],
+            "n_predict": 12, "t_max_predict_ms": 1000, "cache_prompt": True, "id_slot": 0,
+            "samplers": ["top_k", "top_p", "infill"], "top_k": 40, "top_p": 0.99, "stream": False}
+    r = httpx.post(url + "/infill", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["content"] and "tokens_predicted" in out and "timings" in out
+    warm = httpx.post(url + "/infill", json={**body, "n_predict": 0}, timeout=120)
+    assert warm.status_code == 200 and warm.json()["content"] == ""
+
+
+def test_streaming_sends_sse_chunks_then_done(url):
+    lines = []
+    with httpx.stream("POST", url + "/v1/completions", timeout=120,
+                      json={"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "stream": True, "user": "st"}) as r:
+        for line in r.iter_lines():
+            if line:
+                lines.append(line)
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(x[6:]) for x in lines[:-1]]
+    assert "".join(c["choices"][0]["text"] for c in chunks).strip()
+    assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_a_new_request_cancels_the_one_in_flight(url):
+    counting = "numbers = [" + ", ".join(str(i) for i in range(1, 30)) + ","  # greedy keeps counting
+    first, started = {}, threading.Event()
+
+    def slow():
+        with httpx.stream("POST", url + "/v1/completions", timeout=120,
+                          json={"prompt": counting, "suffix": "]\n", "max_tokens": 400, "stream": True,
+                                "user": "cp", "document": "same.py"}) as r:
+            lines = []
+            for x in r.iter_lines():
+                if x:
+                    lines.append(x)
+                    started.set()
+            first["lines"] = lines
+
+    t = threading.Thread(target=slow)
+    t.start()
+    assert started.wait(60)
+    second = httpx.post(url + "/v1/completions", timeout=120,
+                        json={"prompt": counting + " 3", "suffix": "]\n", "max_tokens": 8, "user": "cp",
+                              "document": "same.py"})
+    t.join(timeout=120)
+    assert second.status_code == 200 and not second.json()["fimgate"]["cancelled"]
+    assert first["lines"][-1] == "data: [DONE]"
+    final = json.loads(first["lines"][-2][6:])
+    assert final["fimgate"]["cancelled"] is True
+    assert final["fimgate"]["completion_tokens"] < 400
+
+
+@pytest.mark.parametrize("send,status", [
+    (dict(content=b"{not json"), 400),
+    (dict(json={"prompt": 5}), 400),
+    (dict(json={"prompt": "x", "max_tokens": -1}), 400),
+    (dict(json={"prompt": "x", "max_tokens": 10**9}), 400),
+    (dict(json={"prompt": "x", "model": "gpt-99"}), 404),
+    (dict(content=b'{"prompt": "\xff\xfe"}', headers={"content-type": "application/json"}), 400),
+    (dict(content=b'{"prompt": "' + b"a" * (10 * 1024 * 1024) + b'"}', headers={"content-type": "application/json"}), 413),
+])
+def test_bad_input_gets_a_json_error_and_the_server_keeps_serving(url, send, status):
+    r = httpx.post(url + "/v1/completions", timeout=60, **send)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert err["message"] and "Traceback" not in r.text
+    assert httpx.get(url + "/health", timeout=10).status_code == 200
+
+
+def test_models_and_metrics(url):
+    assert httpx.get(url + "/v1/models").json()["data"][0]["id"].endswith(".gguf")
+    text = httpx.get(url + "/metrics").text
+    assert "fimgate_requests_total" in text and "fimgate_ttft_seconds_bucket" in text

@@ -1,0 +1,125 @@
+"""The EFIM planner on edits a person makes, with the bundled model's real tokenizer."""
+import pytest
+
+from backend.base import ReuseClass
+from efim.planner import EditorState, EfimPlanner
+from efim.templates import TEMPLATES
+from efim.window import WindowConfig
+
+DOC = "import os\n\n\ndef area(w, h):\n    return w * h\n\n\ndef main():\n    print(area(2, 3))\n"
+
+
+@pytest.fixture
+def planner(smol_tok):
+    return EfimPlanner(smol_tok, TEMPLATES["smollm2"], WindowConfig(prefix_tokens=256, suffix_tokens=64))
+
+
+def _type(planner, text, cursor, typed, user="u", doc="d"):
+    """Type `typed` one character at a time at `cursor`; return the plans."""
+    plans = []
+    for ch in typed:
+        text = text[:cursor] + ch + text[cursor:]
+        cursor += 1
+        plans.append(planner.plan(EditorState(user, doc, text, cursor)))
+    return text, cursor, plans
+
+
+def _prompt_text(tok, plan):
+    return tok.decode(list(plan.prompt_ids)) + plan.healing.text
+
+
+def test_typing_is_an_efim_append_whose_prompt_extends_the_last(planner, smol_tok):
+    cursor = DOC.index("\n\ndef main")
+    first = planner.plan(EditorState("u", "d", DOC, cursor))
+    assert first.reuse_class is ReuseClass.COLD
+    text, cursor, plans = _type(planner, DOC, cursor, "\n\ndef perimeter(w, h):\n    return 2 * (w")
+    assert all(p.reuse_class is ReuseClass.EFIM_APPEND for p in plans)
+    prev = first
+    for p in plans:
+        assert p.prompt_ids[: len(prev.prompt_ids)] == prev.prompt_ids or len(p.prompt_ids) <= len(prev.prompt_ids)
+        prev = p
+    last = _prompt_text(smol_tok, plans[-1])
+    assert last.endswith(text[:cursor][-40:])  # prompt + heal spell the text up to the cursor
+    assert text[cursor:] in last  # the suffix is in front of the model
+
+
+def test_prompt_equals_a_fresh_tokenization_of_the_same_text(planner, smol_tok):
+    cursor = DOC.index("w * h") + 3
+    _, _, plans = _type(planner, DOC, cursor, " + 1  # area plus one")
+    fresh = EfimPlanner(smol_tok, TEMPLATES["smollm2"], planner.window)
+    text = DOC[:cursor] + " + 1  # area plus one" + DOC[cursor:]
+    cold = fresh.plan(EditorState("u", "d", text, cursor + 21))
+    assert _prompt_text(smol_tok, plans[-1]) == _prompt_text(smol_tok, cold)
+
+
+def test_backspace_inside_inc_stays_an_append(planner):
+    cursor = DOC.index("\n\n\ndef area")
+    planner.plan(EditorState("u", "d", DOC, cursor))
+    text, cursor, _ = _type(planner, DOC, cursor, "\nx = 1")
+    text = text[: cursor - 1] + text[cursor:]
+    p = planner.plan(EditorState("u", "d", text, cursor - 1))
+    assert p.reuse_class is ReuseClass.EFIM_APPEND
+
+
+@pytest.mark.parametrize("edit", ["jump", "delete-above", "edit-suffix", "paste-far"])
+def test_edits_outside_inc_reanchor_with_correct_text_and_hints(planner, smol_tok, edit):
+    cursor = DOC.index("(2, 3)")
+    planner.plan(EditorState("u", "d", DOC, cursor))
+    text = DOC
+    if edit == "jump":
+        cursor = DOC.index("w * h")
+    elif edit == "delete-above":
+        text = DOC.replace("import os\n", "")
+        cursor -= len("import os\n")
+    elif edit == "edit-suffix":
+        text = DOC[:cursor] + DOC[cursor:].replace("3", "4")
+    else:
+        text = "# header\n" * 3 + DOC
+        cursor += len("# header\n") * 3
+    p = planner.plan(EditorState("u", "d", text, cursor))
+    assert p.reuse_class is ReuseClass.REANCHOR
+    prompt = _prompt_text(smol_tok, p)
+    assert text[:cursor] in prompt.split("(after the cursor)")[-1] or prompt.endswith(text[:cursor])
+    assert text[cursor:] in prompt
+    for h in p.reuse_hints:
+        assert h.num_tokens >= 8 and h.delta == h.new_start - h.old_start
+
+
+@pytest.mark.parametrize("text", [
+    "a = 1\r\nb = 2\r\nc = ",  # CRLF
+    "def f():\n\tif x:\n\t\treturn ",  # tabs
+    "s = 'naïve café 😀'\nt = '",  # non-ASCII, astral
+    "x",  # shorter than any window
+    "",
+])
+def test_any_document_gives_a_prompt_that_spells_it(planner, smol_tok, text):
+    p = planner.plan(EditorState("u", "d", text, len(text)))
+    assert _prompt_text(smol_tok, p).endswith(text)
+
+
+def test_users_and_documents_are_separate_sessions(planner):
+    a = planner.plan(EditorState("alice", "d", DOC, 5))
+    b = planner.plan(EditorState("bob", "d", DOC, 5))
+    c = planner.plan(EditorState("alice", "other", DOC, 5))
+    assert a.reuse_class is b.reuse_class is c.reuse_class is ReuseClass.COLD
+    assert b.user_id == "bob"
+
+
+def test_bad_cursor_is_a_clear_error():
+    with pytest.raises(ValueError, match="outside the document"):
+        EditorState("u", "d", "abc", 4)
+
+
+def test_long_file_window_moves_in_coarse_steps(smol_tok):
+    lines = [f"value_{i} = compute({i}, {i + 1})\n" for i in range(600)]
+    text = "".join(lines)
+    planner = EfimPlanner(smol_tok, TEMPLATES["smollm2"], WindowConfig(prefix_tokens=1024, step_lines=64))
+    starts = set()
+    for line in range(300, 330):
+        cursor = sum(len(x) for x in lines[:line])
+        planner.forget("u", "d")
+        planner.plan(EditorState("u", "d", text, cursor))
+        prefix, _ = planner.session_anchor("u", "d")
+        starts.add(text.count("\n", 0, cursor - len(prefix)))
+    # a cursor-following window would start at 30 different lines; this one at few, on a coarse grid
+    assert all(s % 32 == 0 for s in starts) and len(starts) <= 3
