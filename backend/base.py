@@ -160,6 +160,9 @@ class PinReceipt:
 class Tokenizer(Protocol):
     """What efim needs from a tokenizer (backend.tokenizer.HFTokenizer implements it)."""
 
+    bos_id: int | None
+    add_bos: bool  # prompts start with bos_id
+
     def encode(self, text: str) -> list[int]: ...
     def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]: ...
     def decode(self, ids: list[int]) -> str: ...

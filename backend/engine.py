@@ -38,6 +38,7 @@ class ContextOverflowError(ValueError):
 class EngineConfig:
     block_size: int = 16
     budget_tokens: int = 16384  # the block pool, shared by all users
+    budget_bytes: int | None = None  # when set, the pool's size in bytes (overrides budget_tokens)
     pin_cap_share: float = 0.5
     num_slots: int = 2
     max_context: int = 4096
@@ -72,7 +73,10 @@ class EmbeddedEngine:
         self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device)
         cfg = loaded.config
         self.capacity = min(config.max_context, cfg.max_position)
-        num_blocks = max(1, config.budget_tokens // config.block_size)
+        budget_tokens = config.budget_tokens
+        if config.budget_bytes is not None:
+            budget_tokens = config.budget_bytes // cfg.kv_bytes_per_token
+        num_blocks = max(1, budget_tokens // config.block_size)
         self.tree = BlockTree(num_blocks, config.block_size, config.pin_cap_share)
         rows = num_blocks * config.block_size
         self._pool = KVBuffer.empty(cfg, rows, device=config.device)

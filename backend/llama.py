@@ -1,4 +1,4 @@
-"""The Llama-family decoder (Llama, SmolLM2, Qwen2) as plain torch ops over an explicit KV buffer.
+"""The decoder (Llama, SmolLM2, Qwen2, Gemma 3) as plain torch ops over an explicit KV buffer.
 
 The engine owns the KV memory; the model only reads and writes the `KVBuffer` it is handed.
 Every forward call names the buffer slots its tokens occupy and the positions they sit at, so
@@ -8,6 +8,9 @@ selective recompute of scattered tokens after a shift:
     slots      0 1 2 3 4 5 6 7        query at slot s attends to keys at slots <= s
     buffer    [k k k k k k . .]       (causal by slot, whatever was computed when)
     forward(ids, slots=[5, 6])  writes k/v at 5 and 6, returns logits for the last one
+
+A slot is also the token's position, so a sliding-window layer (Gemma 3) attends to keys at
+slots in (s - window, s].
 """
 from __future__ import annotations
 
@@ -18,6 +21,10 @@ import torch.nn.functional as F
 
 from backend.model_config import ModelConfig
 from kernels.rope import apply_rope, cos_sin, inv_frequencies
+
+_LAYER_WEIGHTS = ("attn_norm", "q", "k", "v", "o", "q_bias", "k_bias", "v_bias", "mlp_norm", "gate", "up", "down",
+                  "q_norm", "k_norm", "post_attn_norm", "post_mlp_norm")
+_REQUIRED = ("attn_norm", "q", "k", "v", "o", "mlp_norm", "gate", "up", "down")
 
 
 @dataclass
@@ -48,16 +55,16 @@ class LlamaModel:
         self.embed = t["embed"]
         self.lm_head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
         self.final_norm = t["final_norm"]
-        self.layers = [
-            {name: t.get(f"layers.{i}.{name}") for name in
-             ("attn_norm", "q", "k", "v", "o", "q_bias", "k_bias", "v_bias", "mlp_norm", "gate", "up", "down")}
-            for i in range(cfg.num_layers)
-        ]
+        self.layers = [{name: t.get(f"layers.{i}.{name}") for name in _LAYER_WEIGHTS} for i in range(cfg.num_layers)]
+        required = _REQUIRED + (("q_norm", "k_norm") if cfg.qk_norm else ()) + (
+            ("post_attn_norm", "post_mlp_norm") if cfg.sandwich_norm else ())
         for i, layer in enumerate(self.layers):
-            missing = [n for n in ("attn_norm", "q", "k", "v", "o", "mlp_norm", "gate", "up", "down") if layer[n] is None]
+            missing = [n for n in required if layer[n] is None]
             if missing:
                 raise ValueError(f"layer {i} lacks weights {missing}")
         self.inv_freq = inv_frequencies(cfg.rope).to(self.device)
+        self.local_inv_freq = inv_frequencies(cfg.local_rope).to(self.device) if cfg.local_rope else self.inv_freq
+        self._act = (lambda x: F.gelu(x, approximate="tanh")) if cfg.activation == "gelu_tanh" else F.silu
 
     def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         xf = x.float()
@@ -71,37 +78,64 @@ class LlamaModel:
         Returns logits (vocab,) for the last token, or (n, vocab) with logits_for="all"."""
         cfg = self.cfg
         n = ids.shape[0]
-        positions = slots if positions is None else positions
-        cos, sin = cos_sin(positions.to(self.device), self.inv_freq)
+        positions = (slots if positions is None else positions).to(self.device)
+        slots_d = slots.to(self.device)
+        cos, sin = cos_sin(positions, self.inv_freq)
+        local_cs = cos_sin(positions, self.local_inv_freq) if cfg.local_rope else (cos, sin)
         lo, hi = int(slots[0]), int(slots[-1]) + 1
         contiguous = hi - lo == n and bool((slots[1:] > slots[:-1]).all()) if n > 1 else True
         kv_len = int(slots.max()) + 1
         if n == 1 or (contiguous and lo == 0):
             mask = None
         else:
-            mask = torch.arange(kv_len, device=self.device)[None, :] <= slots.to(self.device)[:, None]
+            mask = torch.arange(kv_len, device=self.device)[None, :] <= slots_d[:, None]
+        local_mask = None
+        window = cfg.sliding_window
+        if window and cfg.local_layers and kv_len > window and n > 1:
+            keys = torch.arange(kv_len, device=self.device)[None, :]
+            local_mask = (keys <= slots_d[:, None]) & (keys > slots_d[:, None] - window)
         x = self.embed[ids.to(self.device)]
+        if cfg.embed_scale:
+            x = x * torch.tensor(cfg.embed_scale, dtype=x.dtype)
         for i, w in enumerate(self.layers):
+            local = cfg.is_local(i)
             h = self._norm(x, w["attn_norm"])
             q = F.linear(h, w["q"], w["q_bias"]).view(n, cfg.num_heads, cfg.head_dim).transpose(0, 1)
             k = F.linear(h, w["k"], w["k_bias"]).view(n, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
             v = F.linear(h, w["v"], w["v_bias"]).view(n, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
-            q = apply_rope(q, cos, sin, cfg.rope)
-            k = apply_rope(k, cos, sin, cfg.rope)
+            if cfg.qk_norm:
+                q, k = self._norm(q, w["q_norm"]), self._norm(k, w["k_norm"])
+            rope = cfg.rope_for(i)
+            c, sn = local_cs if local else (cos, sin)
+            q = apply_rope(q, c, sn, rope)
+            k = apply_rope(k, c, sn, rope)
             if contiguous:
                 kv.k[i, :, lo:hi] = k
                 kv.v[i, :, lo:hi] = v
             else:
                 kv.k[i].index_copy_(1, slots.to(self.device), k)
                 kv.v[i].index_copy_(1, slots.to(self.device), v)
-            keys, values = kv.k[i, :, :kv_len], kv.v[i, :, :kv_len]
-            if n > 1 and mask is None:
-                a = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True)
+            start, m = 0, mask
+            if local and window and kv_len > window:
+                if n == 1:  # one query at the last slot: the window is a slice
+                    start = kv_len - window
+                else:
+                    m = local_mask
+            keys, values = kv.k[i, :, start:kv_len], kv.v[i, :, start:kv_len]
+            if n > 1 and m is None:
+                a = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True,
+                                                   scale=cfg.attn_scale)
             else:
-                a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
-            x = x + F.linear(a.transpose(0, 1).reshape(n, cfg.num_heads * cfg.head_dim), w["o"])
+                a = F.scaled_dot_product_attention(q, keys, values, attn_mask=m, enable_gqa=True, scale=cfg.attn_scale)
+            a = F.linear(a.transpose(0, 1).reshape(n, cfg.num_heads * cfg.head_dim), w["o"])
+            if cfg.sandwich_norm:
+                a = self._norm(a, w["post_attn_norm"])
+            x = x + a
             h = self._norm(x, w["mlp_norm"])
-            x = x + F.linear(F.silu(F.linear(h, w["gate"])) * F.linear(h, w["up"]), w["down"])
+            f = F.linear(self._act(F.linear(h, w["gate"])) * F.linear(h, w["up"]), w["down"])
+            if cfg.sandwich_norm:
+                f = self._norm(f, w["post_mlp_norm"])
+            x = x + f
         if logits_for == "last":
             x = x[-1:]
         logits = F.linear(self._norm(x, self.final_norm), self.lm_head).float()

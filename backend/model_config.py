@@ -1,8 +1,9 @@
 """The shape of a decoder-only causal LM, read from GGUF metadata or an HF config.json.
 
-One dataclass covers the Llama family the engine runs (Llama, SmolLM, Qwen2); the fields that
-differ between them (qkv bias, tied embeddings, RoPE layout and scaling) are explicit here
-rather than branches in the model code.
+One dataclass covers the families the engine runs (Llama, SmolLM, Qwen2, Gemma 3); the fields
+that differ between them (qkv bias, tied embeddings, RoPE layout and scaling, Gemma's scaled
+embeddings, q/k norms, sandwich norms, GELU and sliding-window layers) are explicit here rather
+than branches on the family name in the model code.
 """
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from dataclasses import dataclass
 
 from kernels.rope import RopeConfig
 
-SUPPORTED_ARCHS = ("llama", "qwen2")
-_HF_ARCHS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "MistralForCausalLM": "llama"}
+SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3")
+_HF_ARCHS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "MistralForCausalLM": "llama",
+             "Gemma3ForCausalLM": "gemma3"}
+GEMMA3_LOCAL_ROPE_BASE = 10000.0  # llama.cpp and HF hard-code it; GGUF does not carry it
+GEMMA3_GLOBAL_EVERY = 6  # every 6th layer attends globally, the rest to a sliding window
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,22 @@ class ModelConfig:
     max_position: int
     tie_embeddings: bool
     qkv_bias: bool = False
+    activation: str = "silu"  # or "gelu_tanh"
+    embed_scale: float | None = None  # Gemma multiplies embeddings by sqrt(hidden)
+    qk_norm: bool = False
+    sandwich_norm: bool = False  # norms after attention and after the MLP too (Gemma 2/3)
+    attn_scale: float | None = None  # None: head_dim ** -0.5
+    sliding_window: int | None = None
+    local_layers: tuple[bool, ...] = ()  # per layer: attends to the sliding window only
+    local_rope: RopeConfig | None = None  # RoPE of the local layers, when it differs
+
+    def rope_for(self, layer: int) -> RopeConfig:
+        if self.local_rope is not None and self.is_local(layer):
+            return self.local_rope
+        return self.rope
+
+    def is_local(self, layer: int) -> bool:
+        return bool(self.local_layers) and self.local_layers[layer]
 
     @classmethod
     def from_gguf(cls, fields: dict, tensor_names: set[str]) -> "ModelConfig":
@@ -43,6 +63,9 @@ class ModelConfig:
             scaling = ("linear", g("rope.scaling.factor"))
         # llama.cpp permutes Llama's q/k rows so adjacent dims pair up (GPT-J layout); Qwen2 stays NeoX.
         layout = "gptj" if arch == "llama" else "neox"
+        extra = {}
+        if arch == "gemma3":
+            extra = cls._gemma3(hidden, head_dim, g("block_count"), g("attention.sliding_window"), layout)
         return cls(
             arch=arch,
             vocab_size=g("vocab_size") or len(fields["tokenizer.ggml.tokens"]),
@@ -58,7 +81,20 @@ class ModelConfig:
             max_position=g("context_length", 4096),
             tie_embeddings="output.weight" not in tensor_names,
             qkv_bias="blk.0.attn_q.bias" in tensor_names,
+            **extra,
         )
+
+    @staticmethod
+    def _gemma3(hidden: int, head_dim: int, num_layers: int, window: int | None, layout: str,
+                query_pre_attn_scalar: float | None = None, layer_types: list | None = None) -> dict:
+        if layer_types:
+            local = tuple(t == "sliding_attention" for t in layer_types)
+        else:
+            local = tuple((i + 1) % GEMMA3_GLOBAL_EVERY != 0 for i in range(num_layers))
+        return dict(activation="gelu_tanh", embed_scale=hidden ** 0.5, qk_norm=True, sandwich_norm=True,
+                    attn_scale=(query_pre_attn_scalar or head_dim) ** -0.5, sliding_window=window,
+                    local_layers=local, local_rope=RopeConfig(head_dim=head_dim, base=GEMMA3_LOCAL_ROPE_BASE,
+                                                             layout=layout))
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "ModelConfig":
@@ -69,6 +105,8 @@ class ModelConfig:
         heads = cfg["num_attention_heads"]
         head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
         rs = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+        if rs and "full_attention" in rs:  # per-layer-type RoPE (Gemma 3 in transformers 5)
+            rs = rs["full_attention"]
         scaling = None
         if rs and rs.get("rope_type", rs.get("type")) == "linear":
             scaling = ("linear", rs["factor"])
@@ -78,6 +116,10 @@ class ModelConfig:
         elif rs and rs.get("rope_type", rs.get("type")) not in (None, "default"):
             raise ValueError(f"unsupported rope scaling {rs}")
         base = cfg.get("rope_theta") or (rs or {}).get("rope_theta") or 10000.0
+        extra = {}
+        if arch == "gemma3":
+            extra = cls._gemma3(cfg["hidden_size"], head_dim, cfg["num_hidden_layers"], cfg.get("sliding_window"),
+                                "neox", cfg.get("query_pre_attn_scalar"), cfg.get("layer_types"))
         return cls(
             arch=arch,
             vocab_size=cfg["vocab_size"],
@@ -92,6 +134,7 @@ class ModelConfig:
             max_position=cfg.get("max_position_embeddings", 4096),
             tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             qkv_bias=arch == "qwen2" or bool(cfg.get("attention_bias", False)),
+            **extra,
         )
 
     @property

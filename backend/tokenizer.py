@@ -11,6 +11,7 @@ Imports no torch.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from functools import cached_property
@@ -53,16 +54,17 @@ def _gguf_pre_tokenizer(pre: str):
 class HFTokenizer:
     """A `tokenizers.Tokenizer` plus the few extras fimgate's planner and sampler need."""
 
-    def __init__(self, tok: Tokenizer, *, bos_id: int | None, eos_id: int | None) -> None:
+    def __init__(self, tok: Tokenizer, *, bos_id: int | None, eos_id: int | None, add_bos: bool = False) -> None:
         self._tok = tok
         self._tok.encode_special_tokens = True
         self.bos_id = bos_id
         self.eos_id = eos_id
+        self.add_bos = add_bos and bos_id is not None  # prompts start with BOS (Gemma, Llama 2)
         self._special = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
 
     # -- loading -------------------------------------------------------------------------
     @classmethod
-    def from_gguf(cls, reader) -> "HFTokenizer":
+    def from_gguf(cls, reader, path: str) -> "HFTokenizer":
         """Build the tokenizer from a `gguf.GGUFReader`'s metadata (byte-level BPE vocabularies)."""
 
         def field(name, default=None):
@@ -70,6 +72,9 @@ class HFTokenizer:
             return default if f is None else f.contents()
 
         kind = field("tokenizer.ggml.model")
+        add_bos = bool(field("tokenizer.ggml.add_bos_token", False))
+        if kind == "llama":
+            return cls._from_gguf_sentencepiece(path, reader, add_bos)
         if kind != "gpt2":
             raise ValueError(f"GGUF tokenizer model {kind!r} is not supported; use the model's Hugging Face folder")
         tokens = field("tokenizer.ggml.tokens")
@@ -83,12 +88,36 @@ class HFTokenizer:
 
         control = [AddedToken(tokens[i], special=True, normalized=False) for i, ty in enumerate(types) if ty in (3, 4)]
         tok.add_special_tokens(control)
-        return cls(tok, bos_id=field("tokenizer.ggml.bos_token_id"), eos_id=field("tokenizer.ggml.eos_token_id"))
+        return cls(tok, bos_id=field("tokenizer.ggml.bos_token_id"), eos_id=field("tokenizer.ggml.eos_token_id"),
+                   add_bos=add_bos)
+
+    @classmethod
+    def _from_gguf_sentencepiece(cls, path: str, reader, add_bos: bool) -> "HFTokenizer":
+        """SentencePiece vocabularies (Gemma): converted once by transformers' GGUF converter,
+        then cached as tokenizer.json, since the conversion of a 262k vocabulary takes ~15 s."""
+        st = os.stat(path)
+        key = hashlib.sha1(f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+        cache_dir = os.environ.get("FIMGATE_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "fimgate"))
+        cached = os.path.join(cache_dir, f"tokenizer-{key}.json")
+        meta = {k: reader.fields[k].contents() for k in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")
+                if k in reader.fields}
+        if not os.path.exists(cached):
+            try:
+                from transformers import AutoTokenizer
+            except ImportError as e:
+                raise ValueError("a SentencePiece GGUF tokenizer needs `transformers` to convert it once") from e
+            hf = AutoTokenizer.from_pretrained(os.path.dirname(os.path.abspath(path)), gguf_file=os.path.basename(path))
+            os.makedirs(cache_dir, exist_ok=True)
+            hf.backend_tokenizer.save(cached + ".tmp")
+            os.replace(cached + ".tmp", cached)
+        return cls(Tokenizer.from_file(cached), bos_id=meta.get("tokenizer.ggml.bos_token_id"),
+                   eos_id=meta.get("tokenizer.ggml.eos_token_id"), add_bos=add_bos)
 
     @classmethod
     def from_folder(cls, path: str) -> "HFTokenizer":
         tok = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
         bos = eos = None
+        add_bos = False
         for name in ("tokenizer_config.json", "config.json"):
             p = os.path.join(path, name)
             if not os.path.exists(p):
@@ -107,7 +136,8 @@ class HFTokenizer:
                 eos = cfg["eos_token_id"]
             if bos is None and isinstance(cfg.get("bos_token_id"), int):
                 bos = cfg["bos_token_id"]
-        return cls(tok, bos_id=bos, eos_id=eos)
+            add_bos = add_bos or bool(cfg.get("add_bos_token", False))
+        return cls(tok, bos_id=bos, eos_id=eos, add_bos=add_bos)
 
     # -- the Tokenizer protocol ------------------------------------------------------------
     @property

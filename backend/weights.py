@@ -21,14 +21,19 @@ _GGUF_NAMES = {
     "attn_norm.weight": "attn_norm", "attn_q.weight": "q", "attn_k.weight": "k", "attn_v.weight": "v",
     "attn_output.weight": "o", "attn_q.bias": "q_bias", "attn_k.bias": "k_bias", "attn_v.bias": "v_bias",
     "ffn_norm.weight": "mlp_norm", "ffn_gate.weight": "gate", "ffn_up.weight": "up", "ffn_down.weight": "down",
+    "attn_q_norm.weight": "q_norm", "attn_k_norm.weight": "k_norm", "post_attention_norm.weight": "post_attn_norm",
+    "post_ffw_norm.weight": "post_mlp_norm",
 }
 _HF_NAMES = {
     "input_layernorm.weight": "attn_norm", "self_attn.q_proj.weight": "q", "self_attn.k_proj.weight": "k",
     "self_attn.v_proj.weight": "v", "self_attn.o_proj.weight": "o", "self_attn.q_proj.bias": "q_bias",
     "self_attn.k_proj.bias": "k_bias", "self_attn.v_proj.bias": "v_bias",
     "post_attention_layernorm.weight": "mlp_norm", "mlp.gate_proj.weight": "gate", "mlp.up_proj.weight": "up",
-    "mlp.down_proj.weight": "down",
+    "mlp.down_proj.weight": "down", "self_attn.q_norm.weight": "q_norm", "self_attn.k_norm.weight": "k_norm",
 }
+# Gemma's norms multiply by (1 + w); llama.cpp stores 1 + w in GGUF, so HF weights get +1 on load.
+_HF_GEMMA_NAMES = {**_HF_NAMES, "post_attention_layernorm.weight": "post_attn_norm",
+                   "pre_feedforward_layernorm.weight": "mlp_norm", "post_feedforward_layernorm.weight": "post_mlp_norm"}
 
 
 class ModelLoadError(ValueError):
@@ -79,7 +84,7 @@ def _load_gguf(path: str) -> LoadedModel:
         tensors[_canonical_gguf(t.name)] = torch.from_numpy(arr)
     name = fields.get("general.name") or os.path.basename(path)
     return LoadedModel(name=os.path.basename(path), config=config, tensors=tensors,
-                       tokenizer=HFTokenizer.from_gguf(reader))
+                       tokenizer=HFTokenizer.from_gguf(reader, path))
 
 
 def _canonical_gguf(name: str) -> str:
@@ -106,17 +111,20 @@ def _load_hf_folder(path: str) -> LoadedModel:
     if not files:
         raise ModelLoadError(f"{path} has no .safetensors weights")
     tensors: dict[str, torch.Tensor] = {}
+    gemma = config.arch == "gemma3"
     for f in files:
         for k, v in load_file(f).items():
-            tensors[_canonical_hf(k)] = v.to(torch.float32)
+            name = _canonical_hf(k, _HF_GEMMA_NAMES if gemma else _HF_NAMES)
+            v = v.to(torch.float32)
+            tensors[name] = v + 1 if gemma and name.endswith("norm") else v
     if "lm_head" in tensors and config.tie_embeddings:
         del tensors["lm_head"]
     return LoadedModel(name=os.path.basename(os.path.normpath(path)), config=config, tensors=tensors,
                        tokenizer=HFTokenizer.from_folder(path))
 
 
-def _canonical_hf(name: str) -> str:
-    name = name.removeprefix("model.")
+def _canonical_hf(name: str, names: dict[str, str]) -> str:
+    name = name.removeprefix("model.").removeprefix("language_model.")
     if name == "embed_tokens.weight":
         return "embed"
     if name == "norm.weight":
@@ -125,7 +133,7 @@ def _canonical_hf(name: str) -> str:
         return "lm_head"
     if name.startswith("layers."):
         _, i, rest = name.split(".", 2)
-        return f"layers.{i}.{_HF_NAMES.get(rest, rest)}"
+        return f"layers.{i}.{names.get(rest, rest)}"
     return name
 
 
@@ -137,4 +145,4 @@ def load_tokenizer(path: str) -> HFTokenizer:
         return HFTokenizer.from_folder(path)
     from gguf import GGUFReader
 
-    return HFTokenizer.from_gguf(GGUFReader(path))
+    return HFTokenizer.from_gguf(GGUFReader(path), path)

@@ -134,7 +134,8 @@ class EfimPlanner:
         prefix, suffix = state.text[w.prefix_start:w.cursor], state.text[w.cursor:w.suffix_end]
         segs, open_text = self.template.render(prefix, suffix, path=state.path, context=state.context)
         head = tokenize_fragment(self.tok, open_text)
-        fixed = self._encode(segs) + head.ids
+        bos = (self.tok.bos_id,) if getattr(self.tok, "add_bos", False) else ()
+        fixed = bos + self._encode(segs) + head.ids
         return _Session(prefix_start=w.prefix_start, prefix=prefix, suffix=suffix, fixed_ids=fixed,
                         open_tail=head.heal, path=state.path, context=state.context,
                         num_requests=old.num_requests if old else 0,

@@ -21,6 +21,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="GGUF file or Hugging Face folder (default: the bundled SmolLM2-135M)")
     p.add_argument("--template", default=None, help="FIM template family (default: from the model's name)")
     p.add_argument("--budget-tokens", type=int, default=16384, help="KV block pool size, in tokens, for all users")
+    p.add_argument("--budget-mb", type=float, default=None, help="KV block pool size in MiB (overrides --budget-tokens)")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--device", default="cpu")
 
@@ -28,7 +29,9 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 def _engine_config(a):
     from backend.engine import EngineConfig
 
-    return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, device=a.device)
+    budget_bytes = None if a.budget_mb is None else int(a.budget_mb * 1024 * 1024)
+    return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, budget_bytes=budget_bytes,
+                        device=a.device)
 
 
 def cmd_models(a) -> int:
