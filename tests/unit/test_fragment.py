@@ -26,9 +26,11 @@ def _deepseek():
     return HFTokenizer.from_folder(spec.submodule_search_locations[0])
 
 
-@pytest.fixture(scope="module", params=["smollm2", "deepseek"])
+@pytest.fixture(scope="module", params=["smollm2", "deepseek", "qwen2.5"])
 def tok_index(request, smol_tok):
-    tok = smol_tok if request.param == "smollm2" else _deepseek()
+    from tests.unit.test_templates import qwen_tokenizer
+
+    tok = {"smollm2": lambda: smol_tok, "deepseek": _deepseek, "qwen2.5": qwen_tokenizer}[request.param]()
     return tok, TextPrefixIndex(tok.token_bytes)
 
 

