@@ -79,6 +79,10 @@ class FimPlan:
     reuse_hints: tuple[ReuseHint, ...] = ()
     # Tokens [0, pin_tokens) form the session's anchor: the policy may pin them while the person types.
     pin_tokens: int = 0
+    # Shifted reuse of the hints: None = off (exact classes only); 0.0 = re-rotate only (llama.cpp
+    # cache_reuse); s > 0 = also recompute that share of the shifted tokens (suffix-KV correction).
+    recompute_share: float | None = None
+    prewarm: bool = False  # a cache warm-up (max_tokens 0), reported apart from the typing path
 
 
 @dataclass(frozen=True)

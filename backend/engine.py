@@ -8,14 +8,16 @@ Memory has two tiers:
 
 A request runs: match (slot and tree, same user only) -> gather missing rows -> prefill the
 rest -> decode token by token (cancel checked before each) -> write new full and partial
-blocks back into the user's tree. One request computes at a time; on 2 CPU cores batching
+blocks back into the user's tree. When the plan allows shifted reuse, runs of the session's
+previous prompt that reappear elsewhere are re-rotated into place and partly recomputed
+(backend/shifted_reuse.py) instead of prefilled. One request computes at a time; on 2 CPU cores batching
 would only share the same cores.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -26,8 +28,12 @@ from backend.block_tree import BlockTree
 from backend.constraint import TextPrefixIndex
 from backend.llama import KVBuffer, LlamaModel
 from backend.sampler import sample
+from backend.shifted_reuse import ShiftedSpan, select_recompute, usable_spans
 from backend.stop import StopStrings
 from backend.weights import LoadedModel, load_model
+from kernels.rope import inv_frequencies, rerotate
+
+MAX_REMEMBERED_PROMPTS = 4096
 
 
 class ContextOverflowError(ValueError):
@@ -84,6 +90,10 @@ class EmbeddedEngine:
         self._lock = threading.Lock()
         special = {self._tokenizer.token_id(t) for t in getattr(self._tokenizer, "_special", {})} - {None}
         self._heal_index = TextPrefixIndex(self._tokenizer.token_bytes, exclude_ids=special)
+        # the last prompt of each (user, session): where reuse hints point
+        self._last_prompts: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()
+        dev = self.model.device
+        self._layer_rope = [(cfg.rope_for(i), inv_frequencies(cfg.rope_for(i)).to(dev)) for i in range(cfg.num_layers)]
 
     @classmethod
     def from_path(cls, path: str, config: EngineConfig = EngineConfig()) -> "EmbeddedEngine":
@@ -148,14 +158,32 @@ class EmbeddedEngine:
             self._gather(slot.kv, match.blocks, slot_hit, match.num_tokens)
         cached = min(cached, len(prompt) - 1)  # the last prompt token is always run, for its logits
         slot.tokens = prompt[:cached]
+        key = (plan.user_id, plan.session_id)
+        old = self._last_prompts.get(key)
+        self._last_prompts[key] = tuple(prompt)
+        self._last_prompts.move_to_end(key)
+        while len(self._last_prompts) > MAX_REMEMBERED_PROMPTS:
+            self._last_prompts.popitem(last=False)
 
-        usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=cached, prefilled_tokens=len(prompt) - cached)
+        shifted: set[int] = set()
+        recompute: set[int] = set()
+        if plan.recompute_share is not None and plan.reuse_hints and old:
+            old_match = self.tree.match(plan.user_id, old)
+            spans = usable_spans(plan.reuse_hints, old, tuple(prompt), cached, old_match.num_tokens)
+            if spans:
+                self._place_shifted(slot.kv, old_match.blocks, spans)
+                shifted = {p for s in spans for p in range(s.new_start, s.new_start + s.num_tokens)}
+                recompute = select_recompute(spans, plan.recompute_share)
+        positions = [p for p in range(cached, len(prompt)) if p not in shifted or p in recompute]
+        usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=cached,
+                     shifted_cached_tokens=len(shifted) - len(recompute), recomputed_tokens=len(recompute),
+                     prefilled_tokens=len(positions) - len(recompute))
         if cancel.cancelled:
             yield self._finish(plan, slot, "", usage, t0, None, None, 0, cancelled=True)
             return
         dev = self.model.device
-        logits = self.model.forward(torch.tensor(prompt[cached:], device=dev),
-                                    torch.arange(cached, len(prompt), device=dev), slot.kv)
+        logits = self.model.forward(torch.tensor([prompt[p] for p in positions], device=dev),
+                                    torch.tensor(positions, device=dev), slot.kv)
         slot.tokens = list(prompt)
         if plan.sampling.max_tokens == 0:
             yield self._finish(plan, slot, "", usage, t0, None, None, 0, finish_reason="length")
@@ -234,6 +262,21 @@ class EmbeddedEngine:
         kv.k[:, :, start:end] = self._pool.k.index_select(2, rows)
         kv.v[:, :, start:end] = self._pool.v.index_select(2, rows)
 
+    def _place_shifted(self, kv: KVBuffer, old_blocks, spans: list[ShiftedSpan]) -> None:
+        """Copy the old prompt's K/V of each span to its new position, keys re-rotated by delta."""
+        for s in spans:
+            rows = self._rows(old_blocks, s.old_start, s.old_start + s.num_tokens).to(self.model.device)
+            new = slice(s.new_start, s.new_start + s.num_tokens)
+            delta = torch.full((s.num_tokens,), s.delta, dtype=torch.long, device=self.model.device)
+            k_old = self._pool.k.index_select(2, rows)  # (layers, kv_heads, n, head_dim)
+            if self.model_config.local_rope is None:
+                rope, inv = self._layer_rope[0]
+                kv.k[:, :, new] = rerotate(k_old, delta, inv, rope)
+            else:
+                for i, (rope, inv) in enumerate(self._layer_rope):
+                    kv.k[i, :, new] = rerotate(k_old[i], delta, inv, rope)
+            kv.v[:, :, new] = self._pool.v.index_select(2, rows)
+
     def _store(self, user_id: str, slot: _Slot) -> None:
         bs = self.config.block_size
         for w in self.tree.insert(user_id, tuple(slot.tokens)):
@@ -241,6 +284,15 @@ class EmbeddedEngine:
                                 device=self.model.device)
             self._pool.k.index_copy_(2, rows, slot.kv.k[:, :, w.start:w.start + w.num_tokens])
             self._pool.v.index_copy_(2, rows, slot.kv.v[:, :, w.start:w.start + w.num_tokens])
+
+    def reset(self) -> None:
+        """Forget every cached block and slot (benchmarks start each strategy from cold)."""
+        with self._lock:
+            cfg = self.tree
+            self.tree = BlockTree(cfg.num_blocks, cfg.block_size, cfg.pin_cap_blocks / cfg.num_blocks)
+            for s in self._slots:
+                s.user_id, s.tokens, s.last_used = None, [], 0.0
+            self._last_prompts.clear()
 
     def stats(self) -> dict:
         return {

@@ -6,6 +6,7 @@ person's increment `inc` extends:
     psm (EFIM):  <PRE> P <SUF> S <MID> | inc            open text: ""   (inc follows <MID>)
     spm:         <SUF> S <PRE> P       | inc            open text: P    (inc extends the prefix)
     neighbour:   <file_sep>path (after the cursor)\\n S <file_sep>path\\n P | inc   (no FIM tokens)
+    prefix:      <file_sep>path\\n P | inc      (the suffix is not shown: the baseline for neighbour)
 
 Either way the prompt of the next keystroke starts with the prompt of this one: an exact
 prefix hit. Sentinels are emitted as token ids, never spelled in text, so a file that contains
@@ -56,6 +57,8 @@ class FimTemplate:
             sep = Segment(self.file_sep, True) if self.file_sep else Segment("\n\n")
             segs += [sep, Segment(f"{path or 'file'} (after the cursor)\n{suffix}"), sep]
             return segs, f"{path or 'file'}\n{prefix}"
+        if self.layout == "prefix":  # the text after the cursor is not shown (a baseline)
+            return segs + ([Segment(self.file_sep, True)] if self.file_sep else []), f"{path or 'file'}\n{prefix}"
         if self.file_sep and context:
             segs += [Segment(self.file_sep, True), Segment(f"{path}\n")]
         pre, suf, mid = Segment(self.prefix, True), Segment(self.suffix, True), Segment(self.middle, True)
@@ -100,6 +103,8 @@ TEMPLATES: dict[str, FimTemplate] = {t.name: t for t in (
                 ("<|file_separator|>", "<eos>"), "<|file_separator|>"),
     FimTemplate("codestral", "spm", "[PREFIX]", "[SUFFIX]", None, ("</s>",)),
     FimTemplate("smollm2", "neighbour", None, None, None, ("<|endoftext|>", "<file_sep>", "<|im_end|>"),
+                "<file_sep>", "<repo_name>"),
+    FimTemplate("smollm2-prefix", "prefix", None, None, None, ("<|endoftext|>", "<file_sep>", "<|im_end|>"),
                 "<file_sep>", "<repo_name>"),
 )}
 

@@ -133,6 +133,95 @@ def cmd_bench_engine(a) -> int:
     return 0
 
 
+def cmd_bench_quality(a) -> int:
+    from backend.bundled import resolve_model
+    from backend.engine import EmbeddedEngine
+    from backend.weights import ModelLoadError
+    from bench.humaneval import load
+    from bench.quality import run_quality
+    from bench.strategies import parse
+    from efim.templates import TEMPLATES, template_for_model
+
+    try:
+        problems = load(a.dataset, a.data_dir, a.limit)
+        engine = EmbeddedEngine.from_path(resolve_model(a.model), _engine_config(a))
+    except (ModelLoadError, FileNotFoundError, ValueError) as e:
+        raise UserError(str(e)) from None
+    if a.template and a.template not in TEMPLATES:
+        raise UserError(f"unknown template {a.template!r}; known: {', '.join(TEMPLATES)}")
+    tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
+    strategies = [s.strip() for s in a.strategies.split(",") if s.strip()]
+    try:
+        for s in strategies:
+            parse(s)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    result = run_quality(engine, tmpl, problems, strategies, single_line=a.dataset == "single-line",
+                         max_tokens=a.max_tokens, perturb=a.perturb)
+    result["settings"] = {"dataset": a.dataset, "problems": len(problems), "template": tmpl.name,
+                          "model": engine.model_name, "perturb": a.perturb}
+    _emit(result, a.json)
+    return 0
+
+
+def cmd_bench_replay(a) -> int:
+    from backend.bundled import resolve_model
+    from backend.engine import EmbeddedEngine
+    from backend.weights import ModelLoadError, load_tokenizer
+    from bench.replay import progress_printer, replay_strategy, summarize, user_slices
+    from bench.strategies import Strategy, parse
+    from bench.trace import TraceError, debounced_requests, read_events
+    from efim.templates import TEMPLATES, template_for_model
+
+    strategies = [s.strip() for s in a.strategies.split(",") if s.strip()]
+    try:
+        for s in strategies:
+            parse(s)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if a.users < 1:
+        raise UserError("--users must be at least 1")
+    try:
+        limit = None if a.limit_requests is None else a.limit_requests
+        reqs = list(debounced_requests(read_events(a.trace), a.debounce_ms, limit=limit))
+    except (TraceError, OSError) as e:
+        raise UserError(str(e)) from None
+    slices = user_slices(reqs, a.users)
+    settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": len(reqs), "users": a.users}
+    per_strategy = {}
+    if a.live:
+        from bench.live import replay_live
+
+        per_strategy["live"] = replay_live(a.live, slices)
+        result = {"live": summarize(per_strategy["live"]), "settings": {**settings, "url": a.live}}
+    else:
+        try:
+            engine = EmbeddedEngine.from_path(resolve_model(a.model), _engine_config(a))
+        except (ModelLoadError, FileNotFoundError, ValueError) as e:
+            raise UserError(str(e)) from None
+        tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
+        result = {}
+        for name in strategies:
+            engine.reset()
+            total = sum(len(p) for p in slices)
+            outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices,
+                                       progress=progress_printer(name, total))
+            per_strategy[name] = outcomes
+            result[name] = summarize(outcomes)
+        base = result.get("psm-prefix", {}).get("prefilled_tokens", {}).get("mean")
+        for name in strategies:
+            if base:
+                result[name]["prefilled_mean_vs_psm_prefix"] = round(result[name]["prefilled_tokens"]["mean"] / base, 4)
+        result["settings"] = {**settings, "model": engine.model_name, "template": tmpl.name,
+                              "budget_tokens": engine.tree.num_blocks * engine.tree.block_size}
+    if a.plot:
+        from bench.plot import plot_replay
+
+        plot_replay(per_strategy, a.plot, title=f"{os.path.basename(a.trace)}: {len(reqs)} requests, {a.users} user(s)")
+    _emit(result, a.json)
+    return 0
+
+
 def _emit(result: dict, path: str | None) -> None:
     text = json.dumps(result, indent=2)
     print(text)
@@ -173,6 +262,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--step-lines", type=int, default=64)
     s.add_argument("--json", default=None, help="also write the result to this file")
     s.set_defaults(func=cmd_bench_prefill)
+
+    s = b.add_parser("replay", help="replay a keystroke trace, strategies side by side")
+    _engine_args(s)
+    s.add_argument("trace")
+    s.add_argument("--strategies", default="no-cache,psm-prefix,efim")
+    s.add_argument("--debounce-ms", type=float, default=150.0)
+    s.add_argument("--limit-requests", type=int, default=None)
+    s.add_argument("--users", type=int, default=1)
+    s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")
+    s.add_argument("--plot", default=None, metavar="OUT.png")
+    s.add_argument("--json", default=None)
+    s.set_defaults(func=cmd_bench_replay)
+
+    s = b.add_parser("quality", help="HumanEval infilling: pass@1, exact match, edit similarity per strategy")
+    _engine_args(s)
+    s.add_argument("--dataset", choices=["single-line", "multi-line"], default="single-line")
+    s.add_argument("--limit", type=int, default=None, help="problems, spread evenly over the set")
+    s.add_argument("--strategies", default="no-cache,efim")
+    s.add_argument("--perturb", choices=["edit-above"], default=None,
+                   help="cache the file, then insert a line above the hole before asking")
+    s.add_argument("--max-tokens", type=int, default=128)
+    s.add_argument("--data-dir", default=None)
+    s.add_argument("--json", default=None)
+    s.set_defaults(func=cmd_bench_quality)
 
     s = b.add_parser("engine", help="prefill and decode speed, and a 1-token append on a cached prompt")
     _engine_args(s)

@@ -1,0 +1,173 @@
+"""`fimgate bench replay`: replay keystroke traces against the engine, strategies side by side.
+
+Simulated time, real compute. Each request fires at (last key + debounce); the engine really
+runs it. One engine serves everyone, so a request that arrives while another runs waits, and
+its time to first token includes that wait. A person's next key supersedes their request in
+flight (as the gateway's cancel-previous does): a request superseded before it starts is
+dropped, one superseded while running is cancelled at its next token. A request whose first
+token comes after the next key is late.
+
+    t:  key ... [debounce] req ---queue--- start ==prefill== first token --decode-- end
+                                            <----------- ttft (from req) ------>
+"""
+from __future__ import annotations
+
+import heapq
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from backend.base import CancelToken, Finished, SamplingParams
+from bench.strategies import Strategy
+from bench.trace import TraceRequest
+from efim.planner import EditorState
+
+REPLAY_SAMPLING = SamplingParams(max_tokens=24, stop=("\n",))
+
+
+@dataclass
+class Outcome:
+    user: int
+    ttft_ms: float | None
+    latency_ms: float | None
+    late: bool
+    cancelled: bool
+    dropped: bool
+    prompt_tokens: int = 0
+    prefix_cached: int = 0
+    shifted_cached: int = 0
+    recomputed: int = 0
+    prefilled: int = 0
+    reuse_class: str = ""
+    completion: str = ""
+    typed_next: str = ""
+
+
+def user_slices(requests: list[TraceRequest], users: int) -> list[list[TraceRequest]]:
+    """K people on K consecutive slices of the trace, each shifted to start at t=0."""
+    n = len(requests) // users
+    out = []
+    for k in range(users):
+        part = requests[k * n:(k + 1) * n]
+        if not part:
+            continue
+        t0 = part[0].t_ms - 1
+        out.append([TraceRequest(r.index, r.t_ms - t0, r.file, r.text, r.cursor,
+                                 None if r.next_event_ms is None else r.next_event_ms - t0, r.typed_next)
+                    for r in part])
+    return out
+
+
+def _run_one(engine, plan, deadline_s: float | None) -> Finished:
+    cancel = CancelToken()
+    timer = None
+    if deadline_s is not None:
+        timer = threading.Timer(max(0.0, deadline_s), cancel.cancel)
+        timer.start()
+    try:
+        final = None
+        for ev in engine.generate(plan, cancel):
+            if isinstance(ev, Finished):
+                final = ev
+        return final
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]],
+                    sampling: SamplingParams = REPLAY_SAMPLING, progress=None) -> list[Outcome]:
+    queue = [(r.t_ms, k, i) for k, part in enumerate(slices) for i, r in enumerate(part)]
+    heapq.heapify(queue)
+    now = 0.0
+    outcomes = []
+    while queue:
+        t_req, k, i = heapq.heappop(queue)
+        r = slices[k][i]
+        start = max(now, t_req)
+        if r.next_event_ms is not None and r.next_event_ms <= start:
+            outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next))
+        else:
+            state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
+            t_plan = time.perf_counter()
+            plan = strategy.plan(f"u{k}", state, sampling)
+            plan_ms = (time.perf_counter() - t_plan) * 1000
+            budget = None if r.next_event_ms is None else (r.next_event_ms - start - plan_ms) / 1000
+            final = _run_one(engine, plan, budget)
+            u = final.usage
+            ttft = None if u.ttft_ms is None else (start - t_req) + plan_ms + u.ttft_ms
+            latency = (start - t_req) + plan_ms + (u.total_ms or 0)
+            now = start + plan_ms + (u.total_ms or 0)
+            late = ttft is None or (r.next_event_ms is not None and t_req + ttft > r.next_event_ms)
+            outcomes.append(Outcome(k, ttft, latency, late, u.cancelled, False, u.prompt_tokens,
+                                    u.prefix_cached_tokens, u.shifted_cached_tokens, u.recomputed_tokens,
+                                    u.prefilled_tokens, plan.reuse_class.value, final.text, r.typed_next))
+        if progress:
+            progress(len(outcomes))
+    return outcomes
+
+
+def _pct(values: list[float]) -> dict:
+    if not values:
+        return {"p50": None, "p90": None, "p99": None}
+    s = sorted(values)
+    pick = lambda q: round(s[min(len(s) - 1, int(q * len(s)))], 1)  # noqa: E731
+    return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99)}
+
+
+def _mean(values) -> float | None:
+    values = list(values)
+    return round(statistics.fmean(values), 2) if values else None
+
+
+def summarize(outcomes: list[Outcome]) -> dict:
+    ran = [o for o in outcomes if not o.dropped]
+    shown = [o for o in ran if o.completion]
+    matched = [len(_common_prefix(o.completion, o.typed_next)) for o in shown]
+    useful = [o for o in shown if o.typed_next.startswith(o.completion)]
+    hit = sum(o.prefix_cached + o.shifted_cached for o in ran)
+    prompt = sum(o.prompt_tokens for o in ran)
+    return {
+        "requests": len(outcomes),
+        "ran": len(ran),
+        "dropped": len(outcomes) - len(ran),
+        "late": sum(o.late for o in outcomes),
+        "cancelled": sum(o.cancelled for o in outcomes),
+        "ttft_ms": _pct([o.ttft_ms for o in ran if o.ttft_ms is not None]),
+        "latency_ms": _pct([o.latency_ms for o in ran if o.latency_ms is not None]),
+        "prompt_tokens": _mean(o.prompt_tokens for o in ran),
+        "prefilled_tokens": {"mean": _mean(o.prefilled for o in ran), **_pct([o.prefilled for o in ran])},
+        "cached_tokens": {"prefix": _mean(o.prefix_cached for o in ran), "shifted": _mean(o.shifted_cached for o in ran)},
+        "recomputed_tokens": _mean(o.recomputed for o in ran),
+        "cache_hit_share": round(hit / prompt, 4) if prompt else None,
+        "reuse_classes": {c: sum(o.reuse_class == c for o in ran) for c in sorted({o.reuse_class for o in ran})},
+        "usefulness": {
+            "shown": len(shown),
+            "useful_share_of_ran": round(len(useful) / len(ran), 4) if ran else None,
+            "mean_chars_matched": _mean(matched) if matched else 0.0,
+        },
+    }
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+def progress_printer(label: str, total: int):
+    if not sys.stderr.isatty():
+        return None
+    start = time.time()
+
+    def show(done: int) -> None:
+        width = 30
+        filled = int(width * done / max(1, total))
+        print(f"\r{label:>16} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {time.time() - start:5.0f}s",
+              end="" if done < total else "\n", file=sys.stderr)
+    return show

@@ -1,0 +1,23 @@
+"""Which shifted tokens are reused and which are recomputed."""
+from backend.base import ReuseHint
+from backend.shifted_reuse import ShiftedSpan, select_recompute, usable_spans
+
+
+def test_spans_skip_the_exact_prefix_the_last_token_and_mismatches():
+    old = tuple(range(100))
+    new = old[:10] + (900, 901) + old[10:]  # two tokens inserted at 10: old[10:] moves by +2
+    spans = usable_spans((ReuseHint(10, 12, 90),), old, new, cached=10, available_old=100)
+    assert spans == [ShiftedSpan(10, 12, 89)]  # up to, not including, the prompt's last token
+    assert usable_spans((ReuseHint(10, 12, 90),), old, new, cached=10, available_old=50) == [ShiftedSpan(10, 12, 40)]
+    bogus = (ReuseHint(0, 12, 20),)  # claims old[0:20] sits at 12: it does not
+    assert usable_spans(bogus, old, new, cached=10, available_old=100) == []
+
+
+def test_budget_goes_to_the_window_after_the_change_then_nearest_the_hole():
+    spans = [ShiftedSpan(10, 12, 100)]
+    chosen = select_recompute(spans, 0.1)  # 10 tokens
+    assert len(chosen) == 10
+    assert set(range(12, 17)) <= chosen  # the 5 right after the change
+    assert set(range(107, 112)) <= chosen  # the 5 nearest the hole
+    assert select_recompute(spans, 0.0) == set()
+    assert select_recompute(spans, 1.0) == set(range(12, 112))
