@@ -97,6 +97,19 @@ def cmd_serve(a) -> int:
     return 0
 
 
+def cmd_lsp(a) -> int:
+    from lsp.server import create_server
+    from lsp.settings import LspSettings
+
+    server = create_server(LspSettings(gateway=a.gateway, model=a.model))
+    if a.tcp:
+        host, _, port = a.tcp.rpartition(":")
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()
+    return 0
+
+
 def cmd_bench_prefill(a) -> int:
     from bench.prefill_count import count_prefill
     from bench.trace import TraceError, debounced_requests, read_events
@@ -248,6 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stop", action="append", default=[])
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_complete)
+
+    s = sub.add_parser("lsp", help="the language server (stdio, or --tcp HOST:PORT)")
+    s.add_argument("--gateway", default=None, help="use a running gateway (default: the embedded engine)")
+    s.add_argument("--model", default=None)
+    s.add_argument("--tcp", default=None, metavar="HOST:PORT")
+    s.set_defaults(func=cmd_lsp)
 
     s = sub.add_parser("models", help="what can be loaded")
     s.set_defaults(func=cmd_models)

@@ -1,1 +1,1 @@
-"""The language server (`fimgate lsp`) arrives with issue 7; this package holds its code."""
+"""`fimgate lsp`: inline completions for any LSP editor (pygls)."""

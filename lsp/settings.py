@@ -1,0 +1,44 @@
+"""The `fimgate` settings section an editor sends (initializationOptions or
+workspace/didChangeConfiguration), with defaults and bounds."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class LspSettings:
+    gateway: str | None = None  # http://127.0.0.1:8418 to use a running gateway; None: embedded backend
+    model: str | None = None  # embedded only: a GGUF file or HF folder (default: the bundled model)
+    debounce_ms: int = 100
+    max_tokens: int = 48
+    multiline: bool = False
+    timeout_ms: int = 5000  # past this the editor gets no suggestion rather than a wait
+    user: str = "local"
+
+    def update(self, raw: dict | None) -> "LspSettings":
+        """Apply a client's settings; unknown keys are ignored, bad values keep the old ones."""
+        if not isinstance(raw, dict):
+            return self
+        raw = raw.get("fimgate", raw)
+        if not isinstance(raw, dict):
+            return self
+        out = self
+        keys = {"gateway": "gateway", "model": "model", "debounceMs": "debounce_ms", "maxTokens": "max_tokens",
+                "multiline": "multiline", "timeoutMs": "timeout_ms", "user": "user"}
+        for key, attr in keys.items():
+            if key not in raw:
+                continue
+            value = raw[key]
+            current = getattr(out, attr)
+            if attr in ("gateway", "model"):
+                ok = value is None or isinstance(value, str)
+                value = value or None
+            elif isinstance(current, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(current, int):
+                ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100_000
+            else:
+                ok = isinstance(value, str) and bool(value)
+            if ok:
+                out = replace(out, **{attr: value})
+        return out
