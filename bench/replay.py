@@ -1,11 +1,13 @@
 """`fimgate bench replay`: replay keystroke traces against the engine, strategies side by side.
 
 Simulated time, real compute. Each request fires at (last key + debounce); the engine really
-runs it. One engine serves everyone, so a request that arrives while another runs waits, and
-its time to first token includes that wait. A person's next key supersedes their request in
-flight (as the gateway's cancel-previous does): a request superseded before it starts is
-dropped, one superseded while running is cancelled at its next token. A request whose first
-token comes after the next key is late.
+runs it, to the end (at most `max_tokens`, one line), and its real times are placed on the
+trace's clock. One engine serves everyone, so a request that arrives while another runs waits,
+and its time to first token includes that wait. A person's next key supersedes their request
+(as the gateway's cancel-previous does): a request superseded before it starts is dropped; one
+superseded while running counts as cancelled and holds the engine only until that key (or
+until its first token, since a prefill cannot be interrupted). A
+request whose first token comes after the next key is late; its text is never shown.
 
     t:  key ... [debounce] req ---queue--- start ==prefill== first token --decode-- end
                                             <----------- ttft (from req) ------>
@@ -15,16 +17,15 @@ from __future__ import annotations
 import heapq
 import statistics
 import sys
-import threading
 import time
 from dataclasses import dataclass
 
-from backend.base import CancelToken, Finished, SamplingParams
+from backend.base import Finished, SamplingParams
 from bench.strategies import Strategy
 from bench.trace import TraceRequest
 from efim.planner import EditorState
 
-REPLAY_SAMPLING = SamplingParams(max_tokens=24, stop=("\n",))
+REPLAY_SAMPLING = SamplingParams(max_tokens=16, stop=("\n",))
 
 
 @dataclass
@@ -60,21 +61,12 @@ def user_slices(requests: list[TraceRequest], users: int) -> list[list[TraceRequ
     return out
 
 
-def _run_one(engine, plan, deadline_s: float | None) -> Finished:
-    cancel = CancelToken()
-    timer = None
-    if deadline_s is not None:
-        timer = threading.Timer(max(0.0, deadline_s), cancel.cancel)
-        timer.start()
-    try:
-        final = None
-        for ev in engine.generate(plan, cancel):
-            if isinstance(ev, Finished):
-                final = ev
-        return final
-    finally:
-        if timer is not None:
-            timer.cancel()
+def _run_one(engine, plan) -> Finished:
+    final = None
+    for ev in engine.generate(plan):
+        if isinstance(ev, Finished):
+            final = ev
+    return final
 
 
 def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]],
@@ -94,14 +86,18 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
             t_plan = time.perf_counter()
             plan = strategy.plan(f"u{k}", state, sampling)
             plan_ms = (time.perf_counter() - t_plan) * 1000
-            budget = None if r.next_event_ms is None else (r.next_event_ms - start - plan_ms) / 1000
-            final = _run_one(engine, plan, budget)
+            final = _run_one(engine, plan)
             u = final.usage
             ttft = None if u.ttft_ms is None else (start - t_req) + plan_ms + u.ttft_ms
             latency = (start - t_req) + plan_ms + (u.total_ms or 0)
-            now = start + plan_ms + (u.total_ms or 0)
+            end = start + plan_ms + (u.total_ms or 0)
+            superseded = r.next_event_ms is not None and end > r.next_event_ms
+            # cancel-previous frees the engine at the next key, but not inside a prefill: the
+            # engine looks at its cancel token between tokens only
+            first = start + plan_ms + (u.ttft_ms or 0)
+            now = max(first, min(end, r.next_event_ms)) if superseded else end
             late = ttft is None or (r.next_event_ms is not None and t_req + ttft > r.next_event_ms)
-            outcomes.append(Outcome(k, ttft, latency, late, u.cancelled, False, u.prompt_tokens,
+            outcomes.append(Outcome(k, ttft, latency, late, superseded, False, u.prompt_tokens,
                                     u.prefix_cached_tokens, u.shifted_cached_tokens, u.recomputed_tokens,
                                     u.prefilled_tokens, plan.reuse_class.value, final.text, r.typed_next))
         if progress:
@@ -124,9 +120,10 @@ def _mean(values) -> float | None:
 
 def summarize(outcomes: list[Outcome]) -> dict:
     ran = [o for o in outcomes if not o.dropped]
-    shown = [o for o in ran if o.completion]
+    shown = [o for o in ran if o.completion and not o.late]
     matched = [len(_common_prefix(o.completion, o.typed_next)) for o in shown]
     useful = [o for o in shown if o.typed_next.startswith(o.completion)]
+    said = [o for o in ran if o.completion]  # what the model said, shown in time or not
     hit = sum(o.prefix_cached + o.shifted_cached for o in ran)
     prompt = sum(o.prompt_tokens for o in ran)
     return {
@@ -146,7 +143,10 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "usefulness": {
             "shown": len(shown),
             "useful_share_of_ran": round(len(useful) / len(ran), 4) if ran else None,
-            "mean_chars_matched": _mean(matched) if matched else 0.0,
+            "mean_chars_matched_of_shown": _mean(matched) if matched else 0.0,
+            # quality of the prompt alone, ignoring lateness: would the text have been right?
+            "model_useful_share_of_ran": round(sum(o.typed_next.startswith(o.completion) for o in said)
+                                               / len(ran), 4) if ran else None,
         },
     }
 
