@@ -88,12 +88,21 @@ def cmd_serve(a) -> int:
     from gateway.app import create_app
     from gateway.build import build_service
 
+    from gateway.auth import ApiKeys
+
+    try:
+        keys = ApiKeys.from_file(a.api_keys) if a.api_keys else None
+    except (OSError, ValueError) as e:
+        raise UserError(f"API keys: {e}") from None
+    if keys is None and a.host not in ("127.0.0.1", "localhost", "::1"):
+        print("fimgate: warning: serving beyond loopback without --api-keys: anyone can name any user",
+              file=sys.stderr)
     try:
         service = build_service(a.model, a.template, _engine_config(a))
     except (ModelLoadError, FileNotFoundError, ValueError) as e:
         raise UserError(str(e)) from None
     print(f"fimgate: serving {service.backend.model_name} on http://{a.host}:{a.port}", file=sys.stderr)
-    uvicorn.run(create_app(service), host=a.host, port=a.port, log_level="warning")
+    uvicorn.run(create_app(service, keys), host=a.host, port=a.port, log_level="warning")
     return 0
 
 
@@ -251,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(s)
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=DEFAULT_PORT)
+    s.add_argument("--api-keys", default=None, metavar="FILE", help="'KEY USER' lines; requests then need a key")
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("complete", help="one completion at a character offset of a file")

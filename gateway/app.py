@@ -17,10 +17,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from dataclasses import replace
+
 from backend.base import CancelToken, Finished, SamplingParams, TextDelta
 from backend.engine import ContextOverflowError
 from efim.planner import EditorState
+from efim.postprocess import tidy, wants_multiline
 from efim.templates import ContextChunk
+from gateway.auth import ApiKeys, KeyError401
 from gateway.protocol import CompletionRequest, InfillRequest
 from gateway.service import CompletionService
 
@@ -54,7 +58,7 @@ class _Metrics:
         self.tokens.labels("prefilled").inc(usage.prefilled_tokens)
 
 
-def create_app(service: CompletionService) -> FastAPI:
+def create_app(service: CompletionService, api_keys: ApiKeys | None = None) -> FastAPI:
     app = FastAPI(title="fimgate", version="0.1.0")
     metrics = _Metrics()
     model_name = service.backend.model_name
@@ -80,8 +84,25 @@ def create_app(service: CompletionService) -> FastAPI:
     async def on_crash(_: Request, exc: Exception):
         return error(500, f"internal error: {type(exc).__name__}", kind="server_error")
 
-    async def run(state: EditorState, sampling: SamplingParams, stream: bool, shape, endpoint: str, request: Request):
+    def user_of(request: Request, body_user: str | None) -> str:
+        """With API keys, the key's owner; on an open loopback server, the body may name one."""
+        if api_keys is None:
+            return body_user or "local"
+        return api_keys.user_for(request.headers.get("authorization"))
+
+    @app.exception_handler(KeyError401)
+    async def on_unauthorized(_: Request, exc: KeyError401):
+        return error(401, str(exc), kind="authentication_error", code="invalid_api_key")
+
+    async def run(state: EditorState, sampling: SamplingParams, stream: bool, shape, endpoint: str, request: Request,
+                  multiline: bool | None, raw: bool):
         metrics.requests.labels(endpoint).inc()
+        if not raw and sampling.max_tokens > 0:
+            if multiline is None:
+                multiline = await run_in_threadpool(wants_multiline, state.text, state.cursor,
+                                                    "python" if state.path.endswith(".py") or not state.path else "")
+            if not multiline and "\n" not in sampling.stop:
+                sampling = replace(sampling, stop=sampling.stop + ("\n",))
         try:
             events, cancel = service.start(state, sampling)
         except ValueError as e:
@@ -92,7 +113,8 @@ def create_app(service: CompletionService) -> FastAPI:
             except ContextOverflowError as e:
                 return error(400, str(e), code="context_length_exceeded")
             metrics.observe(final.usage)
-            return JSONResponse(shape(final.text, final, True))
+            text = final.text if raw else tidy(final.text, state.text, state.cursor, multiline=bool(multiline))
+            return JSONResponse(shape(text, final, True))
         return StreamingResponse(_sse(events, cancel, shape, metrics, request), media_type="text/event-stream")
 
     @app.post("/v1/completions")
@@ -104,7 +126,7 @@ def create_app(service: CompletionService) -> FastAPI:
         try:
             sampling = SamplingParams(max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p,
                                       stop=stop, seed=body.seed)
-            state = EditorState(user_id=_user(request, body.user), document_id=body.document or "default",
+            state = EditorState(user_id=user_of(request, body.user), document_id=body.document or "default",
                                 text=body.prompt + body.suffix, cursor=len(body.prompt), path=body.document or "")
         except ValueError as e:
             return error(400, str(e))
@@ -122,7 +144,7 @@ def create_app(service: CompletionService) -> FastAPI:
                 out["fimgate"] = u.as_dict()
             return out
 
-        return await run(state, sampling, body.stream, shape, "completions", request)
+        return await run(state, sampling, body.stream, shape, "completions", request, body.multiline, body.raw)
 
     @app.post("/infill")
     async def infill(body: InfillRequest, request: Request):
@@ -131,7 +153,7 @@ def create_app(service: CompletionService) -> FastAPI:
             sampling = SamplingParams(max_tokens=n, temperature=body.temperature, top_p=body.top_p, stop=tuple(body.stop))
             before = body.input_prefix + body.prompt
             path = body.filename or ""
-            state = EditorState(user_id=_user(request, body.user), document_id=path or "default",
+            state = EditorState(user_id=user_of(request, body.user), document_id=path or "default",
                                 text=before + body.input_suffix, cursor=len(before), path=path,
                                 context=tuple(ContextChunk(c.filename, c.text) for c in body.input_extra))
         except ValueError as e:
@@ -149,7 +171,7 @@ def create_app(service: CompletionService) -> FastAPI:
                             "fimgate": u.as_dict()})
             return out
 
-        return await run(state, sampling, body.stream, shape, "infill", request)
+        return await run(state, sampling, body.stream, shape, "infill", request, None, False)
 
     @app.get("/v1/models")
     async def models():
@@ -168,11 +190,6 @@ def create_app(service: CompletionService) -> FastAPI:
         return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4")
 
     return app
-
-
-def _user(request: Request, body_user: str | None) -> str:
-    """The session owner. With API keys (a later issue) the key decides; on loopback the body may."""
-    return body_user or "local"
 
 
 def _finish(final: Finished) -> str:

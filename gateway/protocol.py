@@ -19,8 +19,10 @@ class CompletionRequest(BaseModel):
     stream: bool = False
     user: str | None = Field(None, max_length=256)
     seed: int | None = None
-    # fimgate extension: sessions are per (user, document); OpenAI clients pass it in extra_body
-    document: str | None = Field(None, max_length=1024)
+    # fimgate extensions (OpenAI clients pass them in extra_body):
+    document: str | None = Field(None, max_length=1024)  # sessions are per (user, document)
+    multiline: bool | None = None  # None: decided by the code around the cursor
+    raw: bool = False  # True: no post-processing (no line cut, no suffix de-duplication)
 
 
 class InfillChunk(BaseModel):

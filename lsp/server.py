@@ -18,7 +18,7 @@ from pygls.lsp.server import LanguageServer
 from backend.base import SamplingParams
 from efim.offsets import position_to_offset
 from lsp.settings import LspSettings
-from lsp.tidy import tidy
+from efim.postprocess import tidy, wants_multiline
 
 log = logging.getLogger("fimgate.lsp")
 
@@ -53,6 +53,11 @@ class FimLanguageServer(LanguageServer):
         return self._latest.get(uri) == rid
 
 
+def doc_language(ls: FimLanguageServer, uri: str) -> str:
+    doc = ls.workspace.text_documents.get(uri)
+    return (getattr(doc, "language_id", None) or "").lower() or ("python" if uri.endswith(".py") else "")
+
+
 def create_server(settings: LspSettings = LspSettings()) -> FimLanguageServer:
     server = FimLanguageServer(settings)
 
@@ -85,7 +90,8 @@ def create_server(settings: LspSettings = LspSettings()) -> FimLanguageServer:
             return None  # never opened: nothing to complete (and no reading files behind the editor's back)
         text = ls.workspace.get_text_document(uri).source
         cursor = position_to_offset(text, params.position.line, params.position.character)
-        sampling = SamplingParams(max_tokens=s.max_tokens, stop=() if s.multiline else ("\n",))
+        multiline = s.multiline or wants_multiline(text, cursor, doc_language(ls, uri))
+        sampling = SamplingParams(max_tokens=s.max_tokens * (4 if multiline else 1), stop=() if multiline else ("\n",))
         try:
             completer = await ls.completer()
             raw = await asyncio.wait_for(completer.complete(s.user, uri, text, cursor, sampling), s.timeout_ms / 1000)
@@ -98,7 +104,7 @@ def create_server(settings: LspSettings = LspSettings()) -> FimLanguageServer:
             return None
         if not ls.is_latest(uri, rid):
             return None
-        item = tidy(raw, text[cursor:], multiline=s.multiline)
+        item = tidy(raw, text, cursor, multiline=multiline)
         if not item:
             return None
         pos = params.position

@@ -1,0 +1,89 @@
+"""API keys decide the user; memory stays bounded under many users (real server, real model)."""
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from tests.integration.test_gateway import _free_port
+
+KEYS = "k-alice alice\nk-bob bob\n"
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory):
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text(KEYS)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port), "--api-keys", str(keys),
+                             "--budget-tokens", "2048"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    yield base, proc.pid
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _post(base, key, body):
+    return httpx.post(base + "/v1/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+def test_requests_need_a_key_and_the_key_decides_the_user(keyed):
+    base, _ = keyed
+    body = {"prompt": "def add(a, b):\n    return ", "suffix": "\n", "max_tokens": 4, "document": "a.py"}
+    assert httpx.post(base + "/v1/completions", json=body, timeout=60).status_code == 401
+    assert _post(base, "k-nobody", body).status_code == 401
+    first = _post(base, "k-alice", body).json()
+    again = _post(base, "k-alice", body).json()
+    assert again["fimgate"]["cached_tokens"]["prefix"] > 0
+    # bob names alice in the body: the key wins, so bob gets none of alice's cache
+    bob = _post(base, "k-bob", {**body, "user": "alice"}).json()
+    assert bob["fimgate"]["cached_tokens"]["prefix"] == 0
+    assert first["choices"][0]["text"] == bob["choices"][0]["text"]
+
+
+def test_memory_stays_bounded_over_1000_requests_from_50_users(tmp_path):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port), "--budget-tokens", "2048"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        code = open(os.path.join(os.path.dirname(__file__), "test_engine.py"), encoding="utf-8").read()
+        rss = []
+        with httpx.Client(timeout=60) as client:
+            for i in range(1000):
+                user, doc = f"user{i % 50}", f"file{i % 7}.py"
+                cut = 200 + (i * 37) % 600
+                body = {"prompt": code[:cut], "suffix": code[cut:cut + 300], "max_tokens": 1, "user": user,
+                        "document": doc}
+                assert client.post(base + "/v1/completions", json=body).status_code == 200
+                if i in (100, 999):
+                    rss.append(_rss_mb(proc.pid))
+            metrics = client.get(base + "/metrics").text
+        used = next(float(line.split()[1]) for line in metrics.splitlines() if line.startswith("fimgate_used_blocks "))
+        assert used <= 2048 / 16
+        assert rss[1] - rss[0] < 150, rss  # MB, from request 100 to 1000: bounded, not growing with traffic
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

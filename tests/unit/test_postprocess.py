@@ -1,0 +1,35 @@
+"""What a person sees of a completion."""
+from efim.postprocess import tidy, wants_multiline
+
+BODY = "def area(w, h):\n    "
+TEXT = BODY + "\n\nprint(area(2, 3))\n"
+
+
+def test_block_start_wants_a_body_mid_line_wants_the_line():
+    assert wants_multiline(TEXT, len(BODY)) is True
+    mid = "x = compute("
+    assert wants_multiline(mid + ")\n", len(mid)) is False
+
+
+def test_tree_sitter_sees_an_empty_block_even_without_a_colon_on_the_line_before():
+    text = "class A:\n    def f(self):  # todo\n        \n"
+    cursor = text.index("        \n") + 8
+    assert wants_multiline(text, cursor) is True
+
+
+def test_multiline_stops_at_the_end_of_the_enclosing_block():
+    raw = "area = w * h\n    return area\nprint('done')\n"
+    assert tidy(raw, TEXT, len(BODY), multiline=True) == "area = w * h\n    return area"
+
+
+def test_single_line_trims_and_drops_what_the_line_already_has():
+    text = "total = compute(a, b)\n"
+    cursor = text.index("a, b)")
+    assert tidy("a, b)   \nmore", text, cursor, multiline=False) == ""  # all of it is already there
+    assert tidy("x, a, b)", text, cursor, multiline=False) == "x,"
+
+
+def test_last_line_repeating_the_next_line_of_the_file_is_dropped():
+    text = "def f():\n    \n    return 1\n"
+    cursor = text.index("    \n") + 4
+    assert tidy("x = 1\n    return 1", text, cursor, multiline=True) == "x = 1"

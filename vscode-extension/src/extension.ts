@@ -1,0 +1,84 @@
+// fimgate for VS Code: inline completions from a fimgate gateway, with debounce, cancellation,
+// a status bar item, and a suggestion cache that survives typing through a suggestion.
+import * as vscode from "vscode";
+import { complete } from "./client";
+import { Settings, Status, SuggestionCache, debounce, dropSuffixRepeat, statusText } from "./logic";
+
+let status: vscode.StatusBarItem;
+
+function settings(): Settings & { enabled: boolean } {
+  const c = vscode.workspace.getConfiguration("fimgate");
+  return {
+    gatewayUrl: c.get("gatewayUrl", "http://127.0.0.1:8418"),
+    apiKey: c.get("apiKey", ""),
+    debounceMs: c.get("debounceMs", 120),
+    maxTokens: c.get("maxTokens", 48),
+    enabled: c.get("enabled", true),
+  };
+}
+
+function show(s: Status): void {
+  const { text, tooltip } = statusText(s);
+  status.text = text;
+  status.tooltip = tooltip;
+}
+
+export function activate(context: vscode.ExtensionContext): void {
+  status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  status.command = "fimgate.toggle";
+  status.name = "fimgate";
+  show(settings().enabled ? { kind: "active" } : { kind: "off" });
+  status.show();
+  const cache = new SuggestionCache();
+
+  const provider: vscode.InlineCompletionItemProvider = {
+    async provideInlineCompletionItems(document, position, _context, token) {
+      const s = settings();
+      if (!s.enabled) {
+        return [];
+      }
+      const text = document.getText();
+      const offset = document.offsetAt(position);
+      const uri = document.uri.toString();
+      const cached = cache.lookup(uri, text.slice(0, offset));
+      if (cached) {
+        return [new vscode.InlineCompletionItem(cached, new vscode.Range(position, position))];
+      }
+      if (!(await debounce(s.debounceMs, () => token.isCancellationRequested))) {
+        return [];
+      }
+      const abort = new AbortController();
+      const sub = token.onCancellationRequested(() => abort.abort());
+      show({ kind: "busy" });
+      try {
+        const raw = await complete(uri, text, offset, s, abort.signal);
+        show({ kind: "active" });
+        if (token.isCancellationRequested) {
+          return [];
+        }
+        const item = dropSuffixRepeat(raw, text.slice(offset));
+        cache.remember(uri, text.slice(0, offset), item);
+        return item ? [new vscode.InlineCompletionItem(item, new vscode.Range(position, position))] : [];
+      } catch (e) {
+        show({ kind: "error", message: (e as Error).message });
+        return [];
+      } finally {
+        sub.dispose();
+      }
+    },
+  };
+
+  context.subscriptions.push(
+    status,
+    vscode.languages.registerInlineCompletionItemProvider({ pattern: "**" }, provider),
+    vscode.commands.registerCommand("fimgate.toggle", async () => {
+      const c = vscode.workspace.getConfiguration("fimgate");
+      const on = !c.get("enabled", true);
+      await c.update("enabled", on, vscode.ConfigurationTarget.Global);
+      cache.clear();
+      show(on ? { kind: "active" } : { kind: "off" });
+    }),
+  );
+}
+
+export function deactivate(): void {}
