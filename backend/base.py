@@ -83,6 +83,7 @@ class FimPlan:
     # cache_reuse); s > 0 = also recompute that share of the shifted tokens (suffix-KV correction).
     recompute_share: float | None = None
     prewarm: bool = False  # a cache warm-up (max_tokens 0), reported apart from the typing path
+    issued_at_s: float | None = None  # the editor's clock at the request (replays); None: now
 
 
 @dataclass(frozen=True)

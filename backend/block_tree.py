@@ -16,7 +16,9 @@ because a token's KV depends only on the tokens before it.
 
 Eviction is LRU over unpinned leaves across all users. Every touch moves a whole root->leaf
 path to the recent end of one ordered map, parents before children, so walking that map from
-its old end and taking the first unpinned leaf is exactly least-recently-used.
+its old end and taking the first unpinned leaf is exactly least-recently-used. `eviction=
+"random"` picks a uniformly random unpinned leaf instead (seeded): the baseline policies are
+measured against.
 
 Pins hold a path (lock_ref > 0 on every node of it) until unpinned by receipt or until their
 time-to-live passes. Pinned blocks may take at most `pin_cap_share` of the budget; a pin that
@@ -26,6 +28,7 @@ just an integer block id the engine maps to memory.
 from __future__ import annotations
 
 import itertools
+import random
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -77,9 +80,13 @@ def _common_prefix(a: tuple[int, ...], b) -> int:
 
 class BlockTree:
     def __init__(self, num_blocks: int, block_size: int = 16, pin_cap_share: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, eviction: str = "lru", seed: int = 0) -> None:
         if num_blocks < 1 or block_size < 1:
             raise ValueError("num_blocks and block_size must be positive")
+        if eviction not in ("lru", "random"):
+            raise ValueError(f"unknown eviction {eviction!r}; expected 'lru' or 'random'")
+        self.eviction = eviction
+        self._rng = random.Random(seed)
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.pin_cap_blocks = int(num_blocks * pin_cap_share)
@@ -206,7 +213,11 @@ class BlockTree:
         """Free up to num_blocks, least recently used unpinned leaves first. Returns how many."""
         freed = 0
         while freed < num_blocks:
-            victim = next((n for n in self._lru if n.is_leaf and n.lock_ref == 0), None)
+            if self.eviction == "random":
+                leaves = [n for n in self._lru if n.is_leaf and n.lock_ref == 0]
+                victim = self._rng.choice(leaves) if leaves else None
+            else:
+                victim = next((n for n in self._lru if n.is_leaf and n.lock_ref == 0), None)
             if victim is None:
                 break
             self._remove(victim)

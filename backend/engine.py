@@ -27,6 +27,7 @@ from backend.base import (CancelToken, Finished, FimPlan, PinReceipt, StreamEven
 from backend.block_tree import BlockTree
 from backend.constraint import TextPrefixIndex
 from backend.llama import KVBuffer, LlamaModel
+from backend.pinning import KeystrokePins
 from backend.sampler import sample
 from backend.shifted_reuse import ShiftedSpan, select_recompute, usable_spans
 from backend.stop import StopStrings
@@ -50,6 +51,7 @@ class EngineConfig:
     max_context: int = 4096
     device: str = "cpu"
     threads: int | None = None
+    pin_policy: str = "pin"  # backend/pinning.py: none, lru-only, pin, random+pin
 
 
 class _Slot:
@@ -83,7 +85,9 @@ class EmbeddedEngine:
         if config.budget_bytes is not None:
             budget_tokens = config.budget_bytes // cfg.kv_bytes_per_token
         num_blocks = max(1, budget_tokens // config.block_size)
-        self.tree = BlockTree(num_blocks, config.block_size, config.pin_cap_share)
+        self._now_s = time.monotonic()  # the clock pins expire by: wall time, or a replay's trace time
+        self.pins = KeystrokePins(config.pin_policy)
+        self.tree = self._new_tree(num_blocks)
         rows = num_blocks * config.block_size
         self._pool = KVBuffer.empty(cfg, rows, device=config.device)
         self._slots = [_Slot(KVBuffer.empty(cfg, self.capacity, device=config.device)) for _ in range(config.num_slots)]
@@ -94,6 +98,10 @@ class EmbeddedEngine:
         self._last_prompts: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()
         dev = self.model.device
         self._layer_rope = [(cfg.rope_for(i), inv_frequencies(cfg.rope_for(i)).to(dev)) for i in range(cfg.num_layers)]
+
+    def _new_tree(self, num_blocks: int) -> BlockTree:
+        return BlockTree(num_blocks, self.config.block_size, self.config.pin_cap_share, clock=lambda: self._now_s,
+                         eviction=self.pins.eviction)
 
     @classmethod
     def from_path(cls, path: str, config: EngineConfig = EngineConfig()) -> "EmbeddedEngine":
@@ -150,6 +158,7 @@ class EmbeddedEngine:
     def _generate_locked(self, plan: FimPlan, prompt: list[int], heal: bytes, max_new: int,
                          cancel: CancelToken) -> Iterator[StreamEvent]:
         t0 = time.perf_counter()
+        self._now_s = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
         slot, slot_hit = self._take_slot(plan.user_id, prompt)
         slot.last_used = t0
         match = self.tree.match(plan.user_id, tuple(prompt))
@@ -241,6 +250,9 @@ class EmbeddedEngine:
     def _finish(self, plan, slot, text, usage, t0, t_first, t_end, num_out, cancelled=False,
                 finish_reason="cancelled") -> Finished:
         self._store(plan.user_id, slot)
+        if plan.pin_tokens:
+            self.pins.repin(self.tree, plan.user_id, plan.session_id, tuple(plan.prompt_ids[:plan.pin_tokens]),
+                            self._now_s)
         ttft = None if t_first is None else (t_first - t0) * 1000
         tps = None
         if t_first is not None and t_end is not None and num_out > 1 and t_end > t_first:
@@ -285,11 +297,11 @@ class EmbeddedEngine:
             self._pool.k.index_copy_(2, rows, slot.kv.k[:, :, w.start:w.start + w.num_tokens])
             self._pool.v.index_copy_(2, rows, slot.kv.v[:, :, w.start:w.start + w.num_tokens])
 
-    def reset(self) -> None:
-        """Forget every cached block and slot (benchmarks start each strategy from cold)."""
+    def reset(self, pin_policy: str | None = None) -> None:
+        """Forget every cached block, slot and pin (benchmarks start each strategy from cold)."""
         with self._lock:
-            cfg = self.tree
-            self.tree = BlockTree(cfg.num_blocks, cfg.block_size, cfg.pin_cap_blocks / cfg.num_blocks)
+            self.pins = KeystrokePins(pin_policy or self.pins.policy)
+            self.tree = self._new_tree(self.tree.num_blocks)
             for s in self._slots:
                 s.user_id, s.tokens, s.last_used = None, [], 0.0
             self._last_prompts.clear()

@@ -19,8 +19,8 @@ from bench.trace import TraceRequest
 async def _one(client: httpx.AsyncClient, url: str, k: int, r: TraceRequest, t0: float, max_tokens: int) -> Outcome:
     await asyncio.sleep(max(0.0, t0 + r.t_ms / 1000 - time.perf_counter()))
     sent = time.perf_counter()
-    body = {"prompt": r.text[: r.cursor], "suffix": r.text[r.cursor:], "max_tokens": max_tokens, "stop": ["\n"],
-            "stream": True, "user": f"live{k}", "document": r.file}
+    body = {"prompt": r.text[: r.cursor], "suffix": r.text[r.cursor:], "max_tokens": 0 if r.prewarm else max_tokens,
+            "stop": ["\n"], "stream": True, "user": f"live{k}", "document": r.file}
     ttft = None
     text = []
     usage = {}
@@ -40,9 +40,10 @@ async def _one(client: httpx.AsyncClient, url: str, k: int, r: TraceRequest, t0:
     latency = (time.perf_counter() - sent) * 1000
     cached = usage.get("cached_tokens", {})
     late = ttft is None or (r.next_event_ms is not None and r.t_ms + ttft > r.next_event_ms)
-    return Outcome(k, ttft, latency, late, bool(usage.get("cancelled")), False, usage.get("prompt_tokens", 0),
-                   cached.get("prefix", 0), cached.get("shifted", 0), usage.get("recomputed_tokens", 0),
-                   usage.get("prefilled_tokens", 0), "", "".join(text), r.typed_next)
+    return Outcome(k, ttft, latency, late and not r.prewarm, bool(usage.get("cancelled")), False,
+                   usage.get("prompt_tokens", 0), cached.get("prefix", 0), cached.get("shifted", 0),
+                   usage.get("recomputed_tokens", 0), usage.get("prefilled_tokens", 0), "", "".join(text),
+                   r.typed_next, prewarm=r.prewarm)
 
 
 async def _replay(url: str, slices: list[list[TraceRequest]], max_tokens: int) -> list[Outcome]:

@@ -18,7 +18,7 @@ import heapq
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backend.base import Finished, SamplingParams
 from bench.strategies import Strategy
@@ -44,6 +44,7 @@ class Outcome:
     reuse_class: str = ""
     completion: str = ""
     typed_next: str = ""
+    prewarm: bool = False
 
 
 def user_slices(requests: list[TraceRequest], users: int) -> list[list[TraceRequest]]:
@@ -79,12 +80,21 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
         t_req, k, i = heapq.heappop(queue)
         r = slices[k][i]
         start = max(now, t_req)
-        if r.next_event_ms is not None and r.next_event_ms <= start:
+        if r.prewarm:
+            state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
+            plan = replace(strategy.plan(f"u{k}", state, SamplingParams(max_tokens=0)), issued_at_s=start / 1000,
+                           prewarm=True)
+            u = _run_one(engine, plan).usage
+            now = start + (u.total_ms or 0)
+            outcomes.append(Outcome(k, None, u.total_ms, False, False, False, u.prompt_tokens, u.prefix_cached_tokens,
+                                    u.shifted_cached_tokens, u.recomputed_tokens, u.prefilled_tokens,
+                                    plan.reuse_class.value, prewarm=True))
+        elif r.next_event_ms is not None and r.next_event_ms <= start:
             outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next))
         else:
             state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
             t_plan = time.perf_counter()
-            plan = strategy.plan(f"u{k}", state, sampling)
+            plan = replace(strategy.plan(f"u{k}", state, sampling), issued_at_s=start / 1000)
             plan_ms = (time.perf_counter() - t_plan) * 1000
             final = _run_one(engine, plan)
             u = final.usage
@@ -119,6 +129,8 @@ def _mean(values) -> float | None:
 
 
 def summarize(outcomes: list[Outcome]) -> dict:
+    warm = [o for o in outcomes if o.prewarm]
+    outcomes = [o for o in outcomes if not o.prewarm]
     ran = [o for o in outcomes if not o.dropped]
     shown = [o for o in ran if o.completion and not o.late]
     matched = [len(_common_prefix(o.completion, o.typed_next)) for o in shown]
@@ -148,6 +160,8 @@ def summarize(outcomes: list[Outcome]) -> dict:
             "model_useful_share_of_ran": round(sum(o.typed_next.startswith(o.completion) for o in said)
                                                / len(ran), 4) if ran else None,
         },
+        "prewarm": {"requests": len(warm), "prefilled_tokens": sum(o.prefilled for o in warm),
+                    "prefilled_per_typing_request": round(sum(o.prefilled for o in warm) / len(ran), 2) if ran else None},
     }
 
 

@@ -23,6 +23,7 @@ class TraceRequest:
     cursor: int
     next_event_ms: float | None
     typed_next: str
+    prewarm: bool = False  # a cache warm-up when a file opens or the cursor jumps, not a completion
 
 
 class TraceError(ValueError):
@@ -45,7 +46,9 @@ def read_events(path: str) -> list[dict]:
 
 
 def debounced_requests(events: list[dict], debounce_ms: float = 150.0,
-                       limit: int | None = None, check: bool = True) -> Iterator[TraceRequest]:
+                       limit: int | None = None, check: bool = True, prewarm: bool = False) -> Iterator[TraceRequest]:
+    """Typing requests (and, with prewarm, warm-ups at each open and cursor jump); `limit`
+    counts typing requests."""
     docs: dict[str, str] = {}
     cursor: dict[str, int] = {}
     out = 0
@@ -67,6 +70,10 @@ def debounced_requests(events: list[dict], debounce_ms: float = 150.0,
             got = hashlib.sha1(docs[f].encode("utf-8")).hexdigest()[:12]
             if got != ev["sha1"]:
                 raise TraceError(f"event {i}: {f} does not match its checkpoint ({got} != {ev['sha1']})")
+        if prewarm and kind in ("open", "move"):
+            nxt = events[i + 1]["t"] if i + 1 < len(events) else None
+            yield TraceRequest(index=-1, t_ms=ev["t"], file=f, text=docs[f], cursor=cursor[f], next_event_ms=nxt,
+                               typed_next="", prewarm=True)
         if kind not in ("insert", "delete"):
             continue
         nxt = events[i + 1]["t"] if i + 1 < len(events) else None

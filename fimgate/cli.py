@@ -29,9 +29,14 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 def _engine_config(a):
     from backend.engine import EngineConfig
 
+    from backend.pinning import POLICIES
+
     budget_bytes = None if a.budget_mb is None else int(a.budget_mb * 1024 * 1024)
+    policy = (getattr(a, "pin_policy", "pin") or "pin").split(",")[0].strip()
+    if policy not in POLICIES:
+        raise UserError(f"unknown pin policy {policy!r}; known: {', '.join(POLICIES)}")
     return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, budget_bytes=budget_bytes,
-                        device=a.device)
+                        device=a.device, pin_policy=policy)
 
 
 def cmd_models(a) -> int:
@@ -205,11 +210,12 @@ def cmd_bench_replay(a) -> int:
         raise UserError("--users must be at least 1")
     try:
         limit = None if a.limit_requests is None else a.limit_requests
-        reqs = list(debounced_requests(read_events(a.trace), a.debounce_ms, limit=limit))
+        reqs = list(debounced_requests(read_events(a.trace), a.debounce_ms, limit=limit, prewarm=a.prewarm))
     except (TraceError, OSError) as e:
         raise UserError(str(e)) from None
     slices = user_slices(reqs, a.users)
-    settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": len(reqs), "users": a.users}
+    settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": sum(not r.prewarm for r in reqs),
+                "users": a.users, "prewarm": a.prewarm}
     per_strategy = {}
     if a.live:
         from bench.live import replay_live
@@ -223,19 +229,23 @@ def cmd_bench_replay(a) -> int:
             raise UserError(str(e)) from None
         tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
         result = {}
+        policies = [p.strip() for p in a.pin_policy.split(",") if p.strip()]
         for name in strategies:
-            engine.reset()
-            total = sum(len(p) for p in slices)
-            outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices,
-                                       progress=progress_printer(name, total))
-            per_strategy[name] = outcomes
-            result[name] = summarize(outcomes)
+            for policy in policies:
+                label = name if len(policies) == 1 else f"{name}@{policy}"
+                engine.reset(pin_policy=policy)
+                total = sum(len(p) for p in slices)
+                outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices,
+                                           progress=progress_printer(label, total))
+                per_strategy[label] = outcomes
+                result[label] = summarize(outcomes)
         base = result.get("psm-prefix", {}).get("prefilled_tokens", {}).get("mean")
-        for name in strategies:
+        for label in list(result):
             if base:
-                result[name]["prefilled_mean_vs_psm_prefix"] = round(result[name]["prefilled_tokens"]["mean"] / base, 4)
+                result[label]["prefilled_mean_vs_psm_prefix"] = round(result[label]["prefilled_tokens"]["mean"] / base, 4)
         result["settings"] = {**settings, "model": engine.model_name, "template": tmpl.name,
-                              "budget_tokens": engine.tree.num_blocks * engine.tree.block_size}
+                              "budget_tokens": engine.tree.num_blocks * engine.tree.block_size,
+                              "pin_policies": policies}
     if a.plot:
         from bench.plot import plot_replay
 
@@ -299,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--debounce-ms", type=float, default=150.0)
     s.add_argument("--limit-requests", type=int, default=None)
     s.add_argument("--users", type=int, default=1)
+    s.add_argument("--prewarm", action="store_true", help="warm the cache when a file opens or the cursor jumps")
+    s.add_argument("--pin-policy", default="pin", help="none, lru-only, pin, random+pin; several (comma) compare them")
     s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")
     s.add_argument("--plot", default=None, metavar="OUT.png")
     s.add_argument("--json", default=None)
