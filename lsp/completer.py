@@ -28,10 +28,11 @@ class HttpCompleter:
 
 
 class EmbeddedCompleter:
-    def __init__(self, model: str | None) -> None:
+    def __init__(self, model: str | None, runner=None) -> None:
         from gateway.build import build_service
 
         self.service = build_service(model)
+        self.service.runner = runner
 
     async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams) -> str:
         state = EditorState(user_id=user, document_id=uri, text=text, cursor=cursor, path=uri.rsplit("/", 1)[-1])

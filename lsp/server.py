@@ -24,9 +24,10 @@ log = logging.getLogger("fimgate.lsp")
 
 
 class FimLanguageServer(LanguageServer):
-    def __init__(self, settings: LspSettings = LspSettings()) -> None:
+    def __init__(self, settings: LspSettings = LspSettings(), runner=None) -> None:
         super().__init__("fimgate", "0.1.0")
         self.settings = settings
+        self.runner = runner
         self._completer = None
         self._latest: dict[str, int] = {}  # uri -> id of the newest inline request
         self._counter = 0
@@ -41,7 +42,7 @@ class FimLanguageServer(LanguageServer):
                 from lsp.completer import EmbeddedCompleter
 
                 loop = asyncio.get_running_loop()
-                self._completer = await loop.run_in_executor(None, EmbeddedCompleter, self.settings.model)
+                self._completer = await loop.run_in_executor(None, EmbeddedCompleter, self.settings.model, self.runner)
         return self._completer
 
     def next_request(self, uri: str) -> int:
@@ -58,8 +59,8 @@ def doc_language(ls: FimLanguageServer, uri: str) -> str:
     return (getattr(doc, "language_id", None) or "").lower() or ("python" if uri.endswith(".py") else "")
 
 
-def create_server(settings: LspSettings = LspSettings()) -> FimLanguageServer:
-    server = FimLanguageServer(settings)
+def create_server(settings: LspSettings = LspSettings(), runner=None) -> FimLanguageServer:
+    server = FimLanguageServer(settings, runner)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: FimLanguageServer, params: types.InitializeParams) -> None:

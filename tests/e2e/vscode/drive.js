@@ -1,0 +1,86 @@
+// Drive real VS Code (code-server) in Chromium with playwright-core: open a Python file, wait
+// for the fimgate extension to show it is active, type, see ghost text, accept it with Tab,
+// save, and measure keystroke -> ghost text. Prints one JSON line of results.
+// usage: node drive.js URL FILE_NAME OUT_DIR TRIALS
+const { chromium } = require("playwright-core");
+const fs = require("fs");
+const path = require("path");
+
+const [url, fileName, outDir, trialsArg] = process.argv.slice(2);
+const trials = parseInt(trialsArg || "30", 10);
+
+async function main() {
+  fs.mkdirSync(outDir, { recursive: true });
+  const browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+  });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const result = { ok: false };
+  try {
+    await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120000 });
+    await page.waitForSelector(".monaco-workbench", { timeout: 120000 });
+    // the extension's status bar item says it is active: before that, keystrokes can be lost
+    const status = page.locator(".statusbar-item", { hasText: "fimgate" });
+    await status.first().waitFor({ timeout: 120000 });
+    // open the file through Quick Open
+    await page.keyboard.press("Control+P");
+    await page.waitForSelector(".quick-input-widget input", { timeout: 30000 });
+    await page.keyboard.type(fileName, { delay: 20 });
+    await page.waitForTimeout(800);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector(".monaco-editor .view-lines", { timeout: 60000 });
+    await page.waitForTimeout(1500);
+    const editor = page.locator(".monaco-editor .view-lines").first();
+    await editor.click();
+    // go to the marked line: the end of "    return fib" (line 4)
+    await page.keyboard.press("Control+G");
+    await page.keyboard.type("4", { delay: 20 });
+    await page.keyboard.press("Enter");
+    await page.keyboard.press("End");
+    const ghost = page.locator(".ghost-text-decoration, .ghost-text-decoration-preview, .ghost-text");
+    const latencies = [];
+    let firstGhost = null;
+    for (let i = 0; i < trials; i++) {
+      await page.keyboard.press("Escape");
+      const ch = "onacci"[i % 6];
+      const t0 = Date.now();
+      await page.keyboard.type(ch);
+      try {
+        await ghost.first().waitFor({ state: "visible", timeout: 15000 });
+        latencies.push(Date.now() - t0);
+        if (firstGhost === null) {
+          firstGhost = (await ghost.first().textContent()) || "";
+          await page.screenshot({ path: path.join(outDir, "ghost-text.png") });
+        }
+      } catch (e) {
+        latencies.push(null);
+      }
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("Backspace");
+    }
+    // the real thing: type, see ghost text, press Tab, the text lands in the file
+    await page.keyboard.type("o");
+    await ghost.first().waitFor({ state: "visible", timeout: 30000 });
+    const shown = (await ghost.allTextContents()).join("");
+    await page.screenshot({ path: path.join(outDir, "before-tab.png") });
+    await page.keyboard.press("Tab");
+    await page.waitForTimeout(500);
+    await page.keyboard.press("Control+S");
+    await page.waitForTimeout(1500);
+    await page.screenshot({ path: path.join(outDir, "after-tab.png") });
+    const ok = latencies.filter((x) => x !== null).sort((a, b) => a - b);
+    const pick = (q) => (ok.length ? ok[Math.min(ok.length - 1, Math.floor(q * ok.length))] : null);
+    Object.assign(result, { ok: true, shown, firstGhost, trials, withGhost: ok.length, p50_ms: pick(0.5), p90_ms: pick(0.9), latencies });
+  } catch (e) {
+    result.error = String(e && e.stack || e);
+    await page.screenshot({ path: path.join(outDir, "failure.png") }).catch(() => {});
+  } finally {
+    await browser.close();
+  }
+  console.log(JSON.stringify(result));
+}
+
+main();

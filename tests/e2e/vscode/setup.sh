@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install what the real-VS-Code e2e test needs: Debian chromium and libkrb5-dev, Node 24 (from
+# the npm package node@24), code-server 4.139.1 and playwright-core, and the packaged extension.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+if ! [ -x /usr/bin/chromium ] || ! dpkg -s libkrb5-dev >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libkrb5-dev >/dev/null
+fi
+(cd "$here/node24" && npm ci --no-audit --no-fund --loglevel=error)
+export PATH="$here/node24/node_modules/node/bin:$PATH"
+(cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
+(cd "$here/../../../vscode-extension" && npm ci --no-audit --no-fund --loglevel=error && npm run -s package >/dev/null)
+echo "e2e toolchain ready: node $(node --version), code-server $("$here/node_modules/.bin/code-server" --version | head -1)"
