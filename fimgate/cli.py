@@ -184,6 +184,24 @@ def cmd_bench_engine(a) -> int:
     return 0
 
 
+def cmd_bench_make_trace(a) -> int:
+    from bench.make_trace import TraceBuildError, make_trace, write_trace
+    from bench.trace import debounced_requests
+
+    if a.commits < 1:
+        raise UserError("--commits must be at least 1")
+    try:
+        events = make_trace(a.repo, a.commits, seed=a.seed)
+        write_trace(events, a.out)
+        reqs = sum(1 for _ in debounced_requests(events, 150.0))  # re-read: every checkpoint must match
+    except (TraceBuildError, OSError, ValueError) as e:
+        raise UserError(str(e)) from None
+    kinds = {k: sum(e["type"] == k for e in events) for k in ("commit", "open", "insert", "delete", "move", "checkpoint")}
+    print(json.dumps({"out": a.out, "events": len(events), **kinds, "minutes": round(events[-1]["t"] / 60000, 1),
+                      "requests_at_150ms": reqs}, indent=2))
+    return 0
+
+
 def cmd_bench_quality(a) -> int:
     from backend.bundled import resolve_model
     from backend.engine import EmbeddedEngine
@@ -339,6 +357,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--plot", default=None, metavar="OUT.png")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_replay)
+
+    s = b.add_parser("make-trace", help="build a keystroke trace from a git repository's history")
+    s.add_argument("--repo", required=True)
+    s.add_argument("--commits", type=int, default=60)
+    s.add_argument("--out", required=True)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(func=cmd_bench_make_trace)
 
     s = b.add_parser("quality", help="HumanEval infilling: pass@1, exact match, edit similarity per strategy")
     _engine_args(s)
