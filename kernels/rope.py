@@ -74,8 +74,29 @@ def cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tens
     return angles.cos().to(torch.float32), angles.sin().to(torch.float32)
 
 
+def _triton_available() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+USE_TRITON = torch.cuda.is_available() and _triton_available()
+
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cfg: RopeConfig) -> torch.Tensor:
-    """x: (..., num_tokens, head_dim); cos, sin: (num_tokens, rotary_dim / 2). Returns a new tensor."""
+    """x: (..., num_tokens, head_dim); cos, sin: (num_tokens, rotary_dim / 2). Returns a new tensor.
+    On CUDA with Triton installed, the Triton kernel (kernels/rope_triton.py) does the work."""
+    if USE_TRITON and x.is_cuda:
+        from kernels.rope_triton import apply_rope_triton
+
+        return apply_rope_triton(x, cos.to(x.device), sin.to(x.device), cfg.layout == "gptj")
+    return apply_rope_reference(x, cos, sin, cfg)
+
+
+def apply_rope_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cfg: RopeConfig) -> torch.Tensor:
+    """The torch reference of apply_rope, on any device."""
     rd = cfg.dim
     xr = x[..., :rd].float()
     if cfg.layout == "neox":

@@ -82,3 +82,20 @@ async def test_positions_are_utf16_on_a_crlf_line_with_astral_text(client: Langu
     text = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="fimgate.debugDocument",
                                                                                   arguments=[URI]))
     assert text.split("\r\n")[5] == doc_line
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_cancel_request_leaves_the_server_serving(client: LanguageClient):
+    import asyncio
+
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"fimgate": {"debounceMs": 200}}))
+    pending = client.text_document_inline_completion_async(types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=URI), position=types.Position(line=3, character=16),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+    await asyncio.sleep(0.05)
+    pending.cancel()  # the client sends $/cancelRequest
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"fimgate": {"debounceMs": 10}}))
+    after = await _inline(client, 3, 16)
+    assert after is not None and after.items  # the server goes on serving
