@@ -137,6 +137,15 @@ class Finished:
 StreamEvent = TextDelta | Finished
 
 
+def last_finished(events) -> Finished | None:
+    """Run a stream of events to its end; return its Finished report."""
+    final = None
+    for ev in events:
+        if isinstance(ev, Finished):
+            final = ev
+    return final
+
+
 @dataclass
 class CancelToken:
     """Set from any thread; the engine checks it before every token."""

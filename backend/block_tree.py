@@ -70,7 +70,8 @@ class BlockWrite:
     num_tokens: int
 
 
-def _common_prefix(a: tuple[int, ...], b) -> int:
+def common_prefix(a, b) -> int:
+    """Length of the longest common prefix of two sequences."""
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -131,7 +132,7 @@ class BlockTree:
                 continue
             best, best_n = None, 0
             for c in node.children.values():
-                n = _common_prefix(c.tokens, want)
+                n = common_prefix(c.tokens, want)
                 if n > best_n:
                     best, best_n = c, n
             if best is not None:

@@ -23,13 +23,14 @@ from typing import Iterator
 
 import torch
 
-from backend.base import (CancelToken, Finished, FimPlan, PinReceipt, StreamEvent, TextDelta, UsageReport)
-from backend.block_tree import BlockTree
+from backend.base import (CancelToken, Finished, FimPlan, PinReceipt, ReuseHint, StreamEvent, TextDelta,
+                          UsageReport)
+from backend.block_tree import BlockTree, common_prefix
 from backend.constraint import TextPrefixIndex
 from backend.llama import KVBuffer, LlamaModel
 from backend.pinning import KeystrokePins
 from backend.sampler import sample
-from backend.shifted_reuse import ShiftedSpan, select_recompute, usable_spans
+from backend.shifted_reuse import select_recompute, usable_spans
 from backend.stop import StopStrings
 from backend.weights import LoadedModel, load_model
 from kernels.rope import inv_frequencies, rerotate
@@ -60,14 +61,6 @@ class _Slot:
         self.user_id: str | None = None
         self.tokens: list[int] = []  # tokens whose K/V sit at rows 0..len(tokens)
         self.last_used = 0.0
-
-
-def _common_prefix(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class EmbeddedEngine:
@@ -145,7 +138,7 @@ class EmbeddedEngine:
     def _take_slot(self, user_id: str, prompt: list[int]) -> tuple[_Slot, int]:
         best, best_n = None, -1
         for s in self._slots:
-            n = _common_prefix(s.tokens, prompt) if s.user_id == user_id else -1
+            n = common_prefix(s.tokens, prompt) if s.user_id == user_id else -1
             if n > best_n:
                 best, best_n = s, n
         if best_n <= 0:
@@ -274,7 +267,7 @@ class EmbeddedEngine:
         kv.k[:, :, start:end] = self._pool.k.index_select(2, rows)
         kv.v[:, :, start:end] = self._pool.v.index_select(2, rows)
 
-    def _place_shifted(self, kv: KVBuffer, old_blocks, spans: list[ShiftedSpan]) -> None:
+    def _place_shifted(self, kv: KVBuffer, old_blocks, spans: list[ReuseHint]) -> None:
         """Copy the old prompt's K/V of each span to its new position, keys re-rotated by delta."""
         for s in spans:
             rows = self._rows(old_blocks, s.old_start, s.old_start + s.num_tokens).to(self.model.device)

@@ -21,26 +21,14 @@ after two repairs:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from backend.base import ReuseHint
 
 WINDOW_SHARE = 0.5  # of the budget, for the windows right after each change; the rest nearest the hole
 
 
-@dataclass(frozen=True)
-class ShiftedSpan:
-    old_start: int
-    new_start: int
-    num_tokens: int
-
-    @property
-    def delta(self) -> int:
-        return self.new_start - self.old_start
-
-
 def usable_spans(hints: tuple[ReuseHint, ...], old: tuple[int, ...], new: tuple[int, ...], cached: int,
-                 available_old: int) -> list[ShiftedSpan]:
+                 available_old: int) -> list[ReuseHint]:
     """Hints clipped to what helps: after the exact prefix, before the prompt's last token (always
     computed, for its logits), within the old tokens still cached, and whose tokens really match."""
     spans = []
@@ -55,11 +43,11 @@ def usable_spans(hints: tuple[ReuseHint, ...], old: tuple[int, ...], new: tuple[
         o = lo - h.delta
         if o < 0 or tuple(old[o:o + hi - lo]) != tuple(new[lo:hi]):
             continue
-        spans.append(ShiftedSpan(o, lo, hi - lo))
+        spans.append(ReuseHint(o, lo, hi - lo))
     return spans
 
 
-def select_recompute(spans: list[ShiftedSpan], share: float) -> set[int]:
+def select_recompute(spans: list[ReuseHint], share: float) -> set[int]:
     """New positions of the shifted tokens to recompute, for a budget of `share` of them."""
     total = sum(s.num_tokens for s in spans)
     budget = math.ceil(share * total) if share > 0 else 0

@@ -82,7 +82,6 @@ def _load_gguf(path: str) -> LoadedModel:
     for t in reader.tensors:
         arr = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32, order="C", copy=True)
         tensors[_canonical_gguf(t.name)] = torch.from_numpy(arr)
-    name = fields.get("general.name") or os.path.basename(path)
     return LoadedModel(name=os.path.basename(path), config=config, tensors=tensors,
                        tokenizer=HFTokenizer.from_gguf(reader, path))
 

@@ -12,7 +12,7 @@ import glob
 import os
 import statistics
 
-from backend.base import Finished, FimPlan, SamplingParams
+from backend.base import FimPlan, SamplingParams, last_finished
 
 REPEATS = 3
 
@@ -28,11 +28,7 @@ def _source_tokens(tok, n: int) -> list[int]:
 
 def _run(engine, ids, user: str, max_tokens: int):
     plan = FimPlan(prompt_ids=tuple(ids), user_id=user, session_id="bench", sampling=SamplingParams(max_tokens=max_tokens))
-    final = None
-    for ev in engine.generate(plan):
-        if isinstance(ev, Finished):
-            final = ev
-    return final.usage
+    return last_finished(engine.generate(plan)).usage
 
 
 def measure(engine, prefill_tokens: int = 1000, cached_tokens: int = 2000) -> dict:

@@ -10,6 +10,7 @@ import statistics
 from collections import defaultdict, deque
 
 from backend.base import Tokenizer
+from backend.block_tree import common_prefix
 from bench.baseline import psm_prompt
 from bench.trace import TraceRequest
 from efim.planner import EditorState, EfimPlanner
@@ -17,14 +18,6 @@ from efim.templates import FimTemplate
 from efim.window import WindowConfig
 
 KEEP_PROMPTS = 8
-
-
-def _lcp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def summarize(values: list[int]) -> dict:
@@ -47,7 +40,7 @@ def count_prefill(requests: list[TraceRequest], tok: Tokenizer, template: FimTem
         }
         for name, ids in prompts.items():
             hist = recent[(name, r.file)]
-            hit = max((_lcp(ids, h) for h in hist), default=0)
+            hit = max((common_prefix(ids, h) for h in hist), default=0)
             out[name]["prompt"].append(len(ids))
             out[name]["prefilled"].append(len(ids) - hit)
             hist.append(ids)

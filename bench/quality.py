@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from backend.base import Finished, SamplingParams
+from backend.base import Finished, SamplingParams, last_finished
 from bench.humaneval import Problem
 from bench.sandbox import run_program
 from bench.similarity import edit_similarity
@@ -27,14 +27,6 @@ from efim.planner import EditorState
 TYPED_LINES = 2  # efim: how many lines before the hole were typed after the anchor
 PERTURBATIONS = (None, "edit-above")
 _users = itertools.count()
-
-
-def _generate(engine, plan) -> Finished:
-    final = None
-    for ev in engine.generate(plan):
-        if isinstance(ev, Finished):
-            final = ev
-    return final
 
 
 def _cut(completion: str, problem: Problem, single_line: bool) -> str:
@@ -68,8 +60,8 @@ def complete(engine, strategy: Strategy, problem: Problem, single_line: bool, ma
     if perturb == "edit-above":
         asked = edit_above(problem)
         if strategy.kind != "no-cache":  # the unedited file was cached first
-            _generate(engine, strategy.plan(user, EditorState(user, doc, problem.prompt + problem.suffix,
-                                                              len(problem.prompt)), warm_sampling))
+            last_finished(engine.generate(strategy.plan(
+                user, EditorState(user, doc, problem.prompt + problem.suffix, len(problem.prompt)), warm_sampling)))
     elif perturb is not None:
         raise ValueError(f"unknown perturbation {perturb!r}; known: edit-above")
     elif strategy.kind not in ("no-cache", "psm-prefix"):
@@ -77,10 +69,11 @@ def complete(engine, strategy: Strategy, problem: Problem, single_line: bool, ma
         for _ in range(TYPED_LINES + 1):
             start = problem.prompt.rfind("\n", 0, max(0, start - 1)) + 1
         typed_from = problem.prompt[:start]
-        _generate(engine, strategy.plan(user, EditorState(user, doc, typed_from + problem.suffix, len(typed_from)),
-                                        warm_sampling))
+        last_finished(engine.generate(strategy.plan(
+            user, EditorState(user, doc, typed_from + problem.suffix, len(typed_from)), warm_sampling)))
     text = asked.prompt + asked.suffix
-    final = _generate(engine, strategy.plan(user, EditorState(user, doc, text, len(asked.prompt)), sampling))
+    final = last_finished(engine.generate(strategy.plan(user, EditorState(user, doc, text, len(asked.prompt)),
+                                                        sampling)))
     return _cut(final.text, asked, single_line), final, asked
 
 

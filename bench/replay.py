@@ -20,7 +20,8 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
-from backend.base import Finished, SamplingParams
+from backend.base import SamplingParams, last_finished
+from backend.block_tree import common_prefix
 from bench.strategies import Strategy
 from bench.trace import TraceRequest
 from efim.planner import EditorState
@@ -62,14 +63,6 @@ def user_slices(requests: list[TraceRequest], users: int) -> list[list[TraceRequ
     return out
 
 
-def _run_one(engine, plan) -> Finished:
-    final = None
-    for ev in engine.generate(plan):
-        if isinstance(ev, Finished):
-            final = ev
-    return final
-
-
 def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]],
                     sampling: SamplingParams = REPLAY_SAMPLING, progress=None) -> list[Outcome]:
     queue = [(r.t_ms, k, i) for k, part in enumerate(slices) for i, r in enumerate(part)]
@@ -84,7 +77,7 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
             state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
             plan = replace(strategy.plan(f"u{k}", state, SamplingParams(max_tokens=0)), issued_at_s=start / 1000,
                            prewarm=True)
-            u = _run_one(engine, plan).usage
+            u = last_finished(engine.generate(plan)).usage
             now = start + (u.total_ms or 0)
             outcomes.append(Outcome(k, None, u.total_ms, False, False, False, u.prompt_tokens, u.prefix_cached_tokens,
                                     u.shifted_cached_tokens, u.recomputed_tokens, u.prefilled_tokens,
@@ -96,7 +89,7 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
             t_plan = time.perf_counter()
             plan = replace(strategy.plan(f"u{k}", state, sampling), issued_at_s=start / 1000)
             plan_ms = (time.perf_counter() - t_plan) * 1000
-            final = _run_one(engine, plan)
+            final = last_finished(engine.generate(plan))
             u = final.usage
             ttft = None if u.ttft_ms is None else (start - t_req) + plan_ms + u.ttft_ms
             latency = (start - t_req) + plan_ms + (u.total_ms or 0)
@@ -133,7 +126,7 @@ def summarize(outcomes: list[Outcome]) -> dict:
     outcomes = [o for o in outcomes if not o.prewarm]
     ran = [o for o in outcomes if not o.dropped]
     shown = [o for o in ran if o.completion and not o.late]
-    matched = [len(_common_prefix(o.completion, o.typed_next)) for o in shown]
+    matched = [common_prefix(o.completion, o.typed_next) for o in shown]
     useful = [o for o in shown if o.typed_next.startswith(o.completion)]
     said = [o for o in ran if o.completion]  # what the model said, shown in time or not
     hit = sum(o.prefix_cached + o.shifted_cached for o in ran)
@@ -163,15 +156,6 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "prewarm": {"requests": len(warm), "prefilled_tokens": sum(o.prefilled for o in warm),
                     "prefilled_per_typing_request": round(sum(o.prefilled for o in warm) / len(ran), 2) if ran else None},
     }
-
-
-def _common_prefix(a: str, b: str) -> str:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
 
 
 def progress_printer(label: str, total: int):

@@ -39,6 +39,29 @@ def _engine_config(a):
                         device=a.device, pin_policy=policy)
 
 
+def _load_engine(a):
+    """The embedded engine for a command's --model and engine flags, or a UserError."""
+    from backend.bundled import resolve_model
+    from backend.engine import EmbeddedEngine
+    from backend.weights import ModelLoadError
+
+    try:
+        return EmbeddedEngine.from_path(resolve_model(a.model), _engine_config(a))
+    except (ModelLoadError, FileNotFoundError, ValueError) as e:
+        raise UserError(str(e)) from None
+
+
+def _load_service(a):
+    """Engine + planner for serve/complete, or a UserError."""
+    from backend.weights import ModelLoadError
+    from gateway.build import build_service
+
+    try:
+        return build_service(a.model, a.template, _engine_config(a))
+    except (ModelLoadError, FileNotFoundError, ValueError) as e:
+        raise UserError(str(e)) from None
+
+
 def cmd_models(a) -> int:
     from backend.bundled import BUNDLED_NAME, bundled_model_path
     from backend.model_config import SUPPORTED_ARCHS
@@ -65,18 +88,13 @@ def _read_source(path: str) -> str:
 
 def cmd_complete(a) -> int:
     from backend.base import SamplingParams
-    from backend.weights import ModelLoadError
     from efim.planner import EditorState
-    from gateway.build import build_service
 
     text = _read_source(a.file)
     offset = len(text) if a.offset is None else a.offset
     if not 0 <= offset <= len(text):
         raise UserError(f"offset {offset} is outside {a.file} (0..{len(text)} characters)")
-    try:
-        service = build_service(a.model, a.template, _engine_config(a))
-    except (ModelLoadError, FileNotFoundError, ValueError) as e:
-        raise UserError(str(e)) from None
+    service = _load_service(a)
     state = EditorState(user_id="cli", document_id=a.file, text=text, cursor=offset, path=os.path.basename(a.file))
     final = service.complete(state, SamplingParams(max_tokens=a.max_tokens, stop=tuple(a.stop)))
     if a.json:
@@ -89,9 +107,7 @@ def cmd_complete(a) -> int:
 def cmd_serve(a) -> int:
     import uvicorn
 
-    from backend.weights import ModelLoadError
     from gateway.app import create_app
-    from gateway.build import build_service
 
     from gateway.auth import ApiKeys
 
@@ -102,10 +118,7 @@ def cmd_serve(a) -> int:
     if keys is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         print("fimgate: warning: serving beyond loopback without --api-keys: anyone can name any user",
               file=sys.stderr)
-    try:
-        service = build_service(a.model, a.template, _engine_config(a))
-    except (ModelLoadError, FileNotFoundError, ValueError) as e:
-        raise UserError(str(e)) from None
+    service = _load_service(a)
     import threading
 
     from backend.main_thread import MainThreadRunner
@@ -172,14 +185,8 @@ def cmd_bench_prefill(a) -> int:
 
 def cmd_bench_engine(a) -> int:
     from bench.engine_speed import measure
-    from backend.engine import EmbeddedEngine
-    from backend.bundled import resolve_model
-    from backend.weights import ModelLoadError
 
-    try:
-        engine = EmbeddedEngine.from_path(resolve_model(a.model), _engine_config(a))
-    except (ModelLoadError, FileNotFoundError, ValueError) as e:
-        raise UserError(str(e)) from None
+    engine = _load_engine(a)
     _emit(measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens), a.json)
     return 0
 
@@ -203,9 +210,6 @@ def cmd_bench_make_trace(a) -> int:
 
 
 def cmd_bench_quality(a) -> int:
-    from backend.bundled import resolve_model
-    from backend.engine import EmbeddedEngine
-    from backend.weights import ModelLoadError
     from bench.humaneval import load
     from bench.quality import run_quality
     from bench.strategies import parse
@@ -213,9 +217,9 @@ def cmd_bench_quality(a) -> int:
 
     try:
         problems = load(a.dataset, a.data_dir, a.limit)
-        engine = EmbeddedEngine.from_path(resolve_model(a.model), _engine_config(a))
-    except (ModelLoadError, FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError) as e:
         raise UserError(str(e)) from None
+    engine = _load_engine(a)
     if a.template and a.template not in TEMPLATES:
         raise UserError(f"unknown template {a.template!r}; known: {', '.join(TEMPLATES)}")
     tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
@@ -234,9 +238,6 @@ def cmd_bench_quality(a) -> int:
 
 
 def cmd_bench_replay(a) -> int:
-    from backend.bundled import resolve_model
-    from backend.engine import EmbeddedEngine
-    from backend.weights import ModelLoadError, load_tokenizer
     from bench.replay import progress_printer, replay_strategy, summarize, user_slices
     from bench.strategies import Strategy, parse
     from bench.trace import TraceError, debounced_requests, read_events
@@ -265,10 +266,7 @@ def cmd_bench_replay(a) -> int:
         per_strategy["live"] = replay_live(a.live, slices)
         result = {"live": summarize(per_strategy["live"]), "settings": {**settings, "url": a.live}}
     else:
-        try:
-            engine = EmbeddedEngine.from_path(resolve_model(a.model), _engine_config(a))
-        except (ModelLoadError, FileNotFoundError, ValueError) as e:
-            raise UserError(str(e)) from None
+        engine = _load_engine(a)
         tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
         result = {}
         policies = [p.strip() for p in a.pin_policy.split(",") if p.strip()]

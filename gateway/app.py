@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dataclasses import replace
 
-from backend.base import CancelToken, Finished, SamplingParams, TextDelta
+from backend.base import CancelToken, Finished, SamplingParams, TextDelta, last_finished
 from backend.engine import ContextOverflowError
 from efim.planner import EditorState
 from efim.postprocess import tidy, wants_multiline
@@ -109,7 +109,7 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None) -> F
             return error(400, str(e))
         if not stream:
             try:
-                final = await run_in_threadpool(_drain, events)
+                final = await run_in_threadpool(last_finished, events)
             except ContextOverflowError as e:
                 return error(400, str(e), code="context_length_exceeded")
             metrics.observe(final.usage)
@@ -196,14 +196,6 @@ def _finish(final: Finished) -> str:
     return {"stop": "stop", "length": "length"}.get(final.usage.finish_reason or "", "stop")
 
 
-def _drain(events) -> Finished:
-    final = None
-    for ev in events:
-        if isinstance(ev, Finished):
-            final = ev
-    return final
-
-
 def _next(events):
     return next(events, None)
 
@@ -228,4 +220,4 @@ async def _sse(events, cancel: CancelToken, shape, metrics: _Metrics, request: R
         yield b"data: [DONE]\n\n"
     finally:
         cancel.cancel()
-        await run_in_threadpool(_drain, events)  # let the engine finish its bookkeeping and release
+        await run_in_threadpool(last_finished, events)  # let the engine finish its bookkeeping and release

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Iterator
 
-from backend.base import Backend, CancelToken, Finished, SamplingParams, StreamEvent
+from backend.base import Backend, CancelToken, Finished, SamplingParams, StreamEvent, last_finished
 from backend.main_thread import MainThreadRunner
 from efim.planner import EditorState, EfimPlanner
 
@@ -49,9 +49,4 @@ class CompletionService:
 
     def complete(self, state: EditorState, sampling: SamplingParams) -> Finished:
         events, _ = self.start(state, sampling)
-        final = None
-        for ev in events:
-            if isinstance(ev, Finished):
-                final = ev
-        assert final is not None
-        return final
+        return last_finished(events)

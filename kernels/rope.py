@@ -75,11 +75,9 @@ def cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tens
 
 
 def _triton_available() -> bool:
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    import importlib.util
+
+    return importlib.util.find_spec("triton") is not None
 
 
 USE_TRITON = torch.cuda.is_available() and _triton_available()

@@ -7,7 +7,7 @@ import asyncio
 
 import httpx
 
-from backend.base import CancelToken, Finished, SamplingParams
+from backend.base import CancelToken, SamplingParams, last_finished
 from efim.planner import EditorState
 
 
@@ -38,7 +38,7 @@ class EmbeddedCompleter:
         state = EditorState(user_id=user, document_id=uri, text=text, cursor=cursor, path=uri.rsplit("/", 1)[-1])
         events, cancel = self.service.start(state, sampling)
         try:
-            final = await asyncio.get_running_loop().run_in_executor(None, _drain, events)
+            final = await asyncio.get_running_loop().run_in_executor(None, last_finished, events)
         except asyncio.CancelledError:
             cancel.cancel()
             raise
@@ -46,14 +46,6 @@ class EmbeddedCompleter:
 
     async def aclose(self) -> None:
         return None
-
-
-def _drain(events) -> Finished | None:
-    final = None
-    for ev in events:
-        if isinstance(ev, Finished):
-            final = ev
-    return final
 
 
 __all__ = ["HttpCompleter", "EmbeddedCompleter", "CancelToken"]

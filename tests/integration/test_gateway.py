@@ -1,6 +1,5 @@
 """The gateway over real HTTP on loopback, with the real bundled model."""
 import json
-import os
 import socket
 import subprocess
 import sys

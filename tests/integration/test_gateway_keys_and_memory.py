@@ -12,13 +12,10 @@ from tests.integration.test_gateway import _free_port
 KEYS = "k-alice alice\nk-bob bob\n"
 
 
-@pytest.fixture(scope="module")
-def keyed(tmp_path_factory):
-    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
-    keys.write_text(KEYS)
+def _start_gateway(*args: str) -> tuple[str, subprocess.Popen]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port), "--api-keys", str(keys),
-                             "--budget-tokens", "2048"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port), *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     for _ in range(240):
         try:
@@ -26,6 +23,14 @@ def keyed(tmp_path_factory):
                 break
         except httpx.HTTPError:
             time.sleep(0.5)
+    return base, proc
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory):
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text(KEYS)
+    base, proc = _start_gateway("--api-keys", str(keys), "--budget-tokens", "2048")
     yield base, proc.pid
     proc.terminate()
     proc.wait(timeout=10)
@@ -58,17 +63,8 @@ def test_requests_need_a_key_and_the_key_decides_the_user(keyed):
 
 
 def test_memory_stays_bounded_over_1000_requests_from_50_users(tmp_path):
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port), "--budget-tokens", "2048"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
+    base, proc = _start_gateway("--budget-tokens", "2048")
     try:
-        for _ in range(240):
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
         code = open(os.path.join(os.path.dirname(__file__), "test_engine.py"), encoding="utf-8").read()
         rss = []
         with httpx.Client(timeout=60) as client:

@@ -5,7 +5,6 @@ whole text (the prompt never ends in a token the tokenizer would not produce for
 prompt + a constrained generation can spell exactly the original text after the split.
 """
 import importlib.util
-import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st

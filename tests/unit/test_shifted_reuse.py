@@ -1,6 +1,8 @@
 """Which shifted tokens are reused and which are recomputed."""
 from backend.base import ReuseHint
-from backend.shifted_reuse import ShiftedSpan, select_recompute, usable_spans
+from backend.shifted_reuse import select_recompute, usable_spans
+
+ShiftedSpan = ReuseHint
 
 
 def test_spans_skip_the_exact_prefix_the_last_token_and_mismatches():
