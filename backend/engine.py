@@ -53,6 +53,7 @@ class EngineConfig:
     device: str = "cpu"
     threads: int | None = None
     pin_policy: str = "pin"  # backend/pinning.py: none, lru-only, pin, random+pin
+    dtype: str = "float32"  # or "bfloat16": weights and KV (AMX/tensor cores); quality to be checked per model
 
 
 class _Slot:
@@ -71,19 +72,23 @@ class EmbeddedEngine:
         self.model_config = loaded.config
         self._name = loaded.name
         self._tokenizer = loaded.tokenizer
-        self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device)
+        if config.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"unsupported dtype {config.dtype!r}: float32 or bfloat16")
+        dtype = getattr(torch, config.dtype)
+        self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device, dtype=dtype)
         cfg = loaded.config
         self.capacity = min(config.max_context, cfg.max_position)
         budget_tokens = config.budget_tokens
         if config.budget_bytes is not None:
-            budget_tokens = config.budget_bytes // cfg.kv_bytes_per_token
+            budget_tokens = config.budget_bytes * (2 if config.dtype == "bfloat16" else 1) // cfg.kv_bytes_per_token
         num_blocks = max(1, budget_tokens // config.block_size)
         self._now_s = time.monotonic()  # the clock pins expire by: wall time, or a replay's trace time
         self.pins = KeystrokePins(config.pin_policy)
         self.tree = self._new_tree(num_blocks)
         rows = num_blocks * config.block_size
-        self._pool = KVBuffer.empty(cfg, rows, device=config.device)
-        self._slots = [_Slot(KVBuffer.empty(cfg, self.capacity, device=config.device)) for _ in range(config.num_slots)]
+        self._pool = KVBuffer.empty(cfg, rows, device=config.device, dtype=dtype)
+        self._slots = [_Slot(KVBuffer.empty(cfg, self.capacity, device=config.device, dtype=dtype))
+                       for _ in range(config.num_slots)]
         self._lock = threading.Lock()
         special = {self._tokenizer.token_id(t) for t in getattr(self._tokenizer, "_special", {})} - {None}
         self._heal_index = TextPrefixIndex(self._tokenizer.token_bytes, exclude_ids=special)

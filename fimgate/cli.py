@@ -24,6 +24,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-mb", type=float, default=None, help="KV block pool size in MiB (overrides --budget-tokens)")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="weights and KV cache (bfloat16 uses AMX on CPUs that have it)")
 
 
 def _engine_config(a):
@@ -36,7 +38,7 @@ def _engine_config(a):
     if policy not in POLICIES:
         raise UserError(f"unknown pin policy {policy!r}; known: {', '.join(POLICIES)}")
     return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, budget_bytes=budget_bytes,
-                        device=a.device, pin_policy=policy)
+                        device=a.device, pin_policy=policy, dtype=a.dtype)
 
 
 def _load_engine(a):
