@@ -46,6 +46,7 @@ class Outcome:
     completion: str = ""
     typed_next: str = ""
     prewarm: bool = False
+    index: int = -1  # the request's index in the trace, to compare strategies request by request
 
 
 def user_slices(requests: list[TraceRequest], users: int) -> list[list[TraceRequest]]:
@@ -57,8 +58,7 @@ def user_slices(requests: list[TraceRequest], users: int) -> list[list[TraceRequ
         if not part:
             continue
         t0 = part[0].t_ms - 1
-        out.append([TraceRequest(r.index, r.t_ms - t0, r.file, r.text, r.cursor,
-                                 None if r.next_event_ms is None else r.next_event_ms - t0, r.typed_next)
+        out.append([replace(r, t_ms=r.t_ms - t0, next_event_ms=None if r.next_event_ms is None else r.next_event_ms - t0)
                     for r in part])
     return out
 
@@ -83,7 +83,8 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
                                     u.shifted_cached_tokens, u.recomputed_tokens, u.prefilled_tokens,
                                     plan.reuse_class.value, prewarm=True))
         elif r.next_event_ms is not None and r.next_event_ms <= start:
-            outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next))
+            outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next,
+                                    index=r.index))
         else:
             state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
             t_plan = time.perf_counter()
@@ -102,7 +103,8 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
             late = ttft is None or (r.next_event_ms is not None and t_req + ttft > r.next_event_ms)
             outcomes.append(Outcome(k, ttft, latency, late, superseded, False, u.prompt_tokens,
                                     u.prefix_cached_tokens, u.shifted_cached_tokens, u.recomputed_tokens,
-                                    u.prefilled_tokens, plan.reuse_class.value, final.text, r.typed_next))
+                                    u.prefilled_tokens, plan.reuse_class.value, final.text, r.typed_next,
+                                    index=r.index))
         if progress:
             progress(len(outcomes))
     return outcomes
@@ -156,6 +158,20 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "prewarm": {"requests": len(warm), "prefilled_tokens": sum(o.prefilled for o in warm),
                     "prefilled_per_typing_request": round(sum(o.prefilled for o in warm) / len(ran), 2) if ran else None},
     }
+
+
+def usefulness_against(reference: list[Outcome], other: list[Outcome]) -> dict:
+    """Usefulness of two strategies on the requests both ran (the model's text, shown in time
+    or not): a cold strategy runs few requests, so shares over different sets do not compare."""
+    ref = {(o.user, o.index): o for o in reference if not o.dropped and not o.prewarm}
+    both = [(ref[(o.user, o.index)], o) for o in other if not o.dropped and not o.prewarm and (o.user, o.index) in ref]
+    if not both:
+        return {"requests": 0}
+    useful = lambda o: bool(o.completion) and o.typed_next.startswith(o.completion)  # noqa: E731
+    return {"requests": len(both),
+            "reference_useful_share": round(sum(useful(a) for a, _ in both) / len(both), 4),
+            "useful_share": round(sum(useful(b) for _, b in both) / len(both), 4),
+            "same_completion_share": round(sum(a.completion == b.completion for a, b in both) / len(both), 4)}
 
 
 def progress_printer(label: str, total: int):

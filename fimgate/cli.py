@@ -281,6 +281,13 @@ def cmd_bench_replay(a) -> int:
                                            progress=progress_printer(label, total))
                 per_strategy[label] = outcomes
                 result[label] = summarize(outcomes)
+        from bench.replay import usefulness_against
+
+        reference = next((label for label in per_strategy if label.startswith("no-cache")), None)
+        for label in per_strategy:
+            if reference and label != reference:
+                result[label]["usefulness_vs_no_cache"] = usefulness_against(per_strategy[reference],
+                                                                              per_strategy[label])
         base = result.get("psm-prefix", {}).get("prefilled_tokens", {}).get("mean")
         for label in list(result):
             if base:
