@@ -38,14 +38,15 @@ from backend.base import PinReceipt
 
 
 class _Node:
-    __slots__ = ("tokens", "block_id", "parent", "children", "lock_ref", "user_id")
+    __slots__ = ("tokens", "block_id", "parent", "children", "lock_ref", "pin_ref", "user_id")
 
     def __init__(self, tokens: tuple[int, ...], block_id: int | None, parent: "_Node | None", user_id: str) -> None:
         self.tokens = tokens
         self.block_id = block_id
         self.parent = parent
         self.children: dict[tuple[int, ...], _Node] = {}
-        self.lock_ref = 0
+        self.lock_ref = 0  # pins + requests inserting below it: evictable only at 0
+        self.pin_ref = 0  # pins alone, for the pinned-share accounting
         self.user_id = user_id
 
     @property
@@ -98,6 +99,7 @@ class BlockTree:
         self._pins: OrderedDict[int, tuple[PinReceipt, list[_Node]]] = OrderedDict()
         self._pin_ids = itertools.count(1)
         self.num_evicted = 0
+        self._num_pinned = 0  # nodes with pin_ref > 0, kept as pins come and go (read on every re-pin)
 
     # -- accounting ------------------------------------------------------------------------
     @property
@@ -106,7 +108,7 @@ class BlockTree:
 
     @property
     def num_pinned(self) -> int:
-        return sum(1 for n in self._lru if n.lock_ref > 0)
+        return self._num_pinned
 
     def num_user_blocks(self, user_id: str) -> int:
         return sum(1 for n in self._lru if n.user_id == user_id)
@@ -248,12 +250,15 @@ class BlockTree:
         path = path[: self.pin_cap_blocks]
         if not path:
             return None
-        new = [n for n in path if n.lock_ref == 0]
+        new = [n for n in path if n.pin_ref == 0]
         while self._pins and self.num_pinned + len(new) > self.pin_cap_blocks:
             self._release(next(iter(self._pins)))
-            new = [n for n in path if n.lock_ref == 0]
+            new = [n for n in path if n.pin_ref == 0]
         for n in path:
             n.lock_ref += 1
+            n.pin_ref += 1
+            if n.pin_ref == 1:
+                self._num_pinned += 1
         self._touch(path)
         receipt = PinReceipt(pin_id=next(self._pin_ids), user_id=user_id, num_blocks=len(path),
                              expires_at=self._clock() + ttl_s)
@@ -272,6 +277,9 @@ class BlockTree:
         _, path = self._pins.pop(pin_id)
         for n in path:
             n.lock_ref -= 1
+            n.pin_ref -= 1
+            if n.pin_ref == 0:
+                self._num_pinned -= 1
 
     def _expire_pins(self) -> None:
         now = self._clock()

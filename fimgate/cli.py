@@ -64,6 +64,19 @@ def _load_service(a):
         raise UserError(str(e)) from None
 
 
+def _strategies(a) -> list[str]:
+    """The --strategies list, each checked (efim+correction:SHARE included), or a UserError."""
+    from bench.strategies import parse
+
+    names = [s.strip() for s in a.strategies.split(",") if s.strip()]
+    try:
+        for name in names:
+            parse(name)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    return names
+
+
 def cmd_models(a) -> int:
     from backend.bundled import BUNDLED_NAME, bundled_model_path
     from backend.model_config import SUPPORTED_ARCHS
@@ -214,7 +227,6 @@ def cmd_bench_make_trace(a) -> int:
 def cmd_bench_quality(a) -> int:
     from bench.humaneval import load
     from bench.quality import run_quality
-    from bench.strategies import parse
     from efim.templates import TEMPLATES, template_for_model
 
     try:
@@ -225,12 +237,7 @@ def cmd_bench_quality(a) -> int:
     if a.template and a.template not in TEMPLATES:
         raise UserError(f"unknown template {a.template!r}; known: {', '.join(TEMPLATES)}")
     tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
-    strategies = [s.strip() for s in a.strategies.split(",") if s.strip()]
-    try:
-        for s in strategies:
-            parse(s)
-    except ValueError as e:
-        raise UserError(str(e)) from None
+    strategies = _strategies(a)
     result = run_quality(engine, tmpl, problems, strategies, single_line=a.dataset == "single-line",
                          max_tokens=a.max_tokens, perturb=a.perturb)
     result["settings"] = {"dataset": a.dataset, "problems": len(problems), "template": tmpl.name,
@@ -241,16 +248,11 @@ def cmd_bench_quality(a) -> int:
 
 def cmd_bench_replay(a) -> int:
     from bench.replay import progress_printer, replay_strategy, summarize, user_slices
-    from bench.strategies import Strategy, parse
+    from bench.strategies import Strategy
     from bench.trace import TraceError, debounced_requests, read_events
     from efim.templates import TEMPLATES, template_for_model
 
-    strategies = [s.strip() for s in a.strategies.split(",") if s.strip()]
-    try:
-        for s in strategies:
-            parse(s)
-    except ValueError as e:
-        raise UserError(str(e)) from None
+    strategies = _strategies(a)
     if a.users < 1:
         raise UserError("--users must be at least 1")
     try:
