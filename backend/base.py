@@ -121,6 +121,14 @@ class UsageReport:
         }
 
 
+class ContextOverflowError(ValueError):
+    """The prompt does not fit the backend's context; the message says by how much."""
+
+
+class BackendUnavailableError(RuntimeError):
+    """No backend server answered (all down or unreachable); the gateway answers 503."""
+
+
 @dataclass(frozen=True)
 class TextDelta:
     """A piece of completion text, streamed as soon as it is final (stop strings checked)."""

@@ -23,8 +23,8 @@ from typing import Iterator
 
 import torch
 
-from backend.base import (CancelToken, Finished, FimPlan, PinReceipt, ReuseHint, StreamEvent, TextDelta,
-                          UsageReport)
+from backend.base import (CancelToken, ContextOverflowError, Finished, FimPlan, PinReceipt, ReuseHint,  # noqa: F401
+                          StreamEvent, TextDelta, UsageReport)
 from backend.block_tree import BlockTree, common_prefix
 from backend.constraint import TextPrefixIndex
 from backend.llama import KVBuffer, LlamaModel
@@ -36,10 +36,6 @@ from backend.weights import LoadedModel, load_model
 from kernels.rope import inv_frequencies, rerotate
 
 MAX_REMEMBERED_PROMPTS = 4096
-
-
-class ContextOverflowError(ValueError):
-    """The prompt does not fit the engine's context; the message says by how much."""
 
 
 @dataclass(frozen=True)

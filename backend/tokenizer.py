@@ -162,6 +162,13 @@ class HFTokenizer:
             return self._special[token]
         return None
 
+    def id_to_token(self, i: int) -> str | None:
+        return self._tok.id_to_token(i)
+
+    def save(self, path: str) -> None:
+        """Write tokenizer.json (what HF folders, and so vLLM, read)."""
+        self._tok.save(path)
+
     def pretoken_starts(self, text: str) -> list[int]:
         """Character offsets where the pre-tokenizer starts a new piece. BPE never merges
         across these, so text appended after the end cannot change tokens before the last one."""

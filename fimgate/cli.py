@@ -28,6 +28,38 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                    help="weights and KV cache (bfloat16 uses AMX on CPUs that have it)")
 
 
+def _backend_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("vLLM backend (--backend vllm)")
+    g.add_argument("--backend", choices=["embedded", "vllm"], default="embedded",
+                   help="the embedded engine, or vLLM servers (--model then names their tokenizer)")
+    g.add_argument("--vllm-url", default=None, metavar="URL[,URL...]", help="vLLM OpenAI-compatible servers")
+    g.add_argument("--vllm-model", default=None, help="served model name (default: what the first server lists)")
+    g.add_argument("--vllm-block-size", type=int, default=32, help="the servers' --block-size")
+    g.add_argument("--vllm-cache-tokens", type=int, default=65536, help="KV tokens per server, for routing")
+    g.add_argument("--vllm-pins", action="store_true", help="the servers load backend.vllm_pin_connector")
+    g.add_argument("--salt-secret-file", default=None, help="secret for per-tenant cache salts "
+                   "(default: $FIMGATE_SALT_SECRET, else random per start)")
+    g.add_argument("--tenants", default=None, metavar="FILE", help="'USER TENANT' lines: users sharing a cache")
+
+
+def _vllm_config(a):
+    """(VllmConfig, CacheSalts) for --backend vllm, else (None, None); bad flags are a UserError."""
+    if getattr(a, "backend", "embedded") != "vllm":
+        return None, None
+    from backend.cache_salt import CacheSalts
+    from backend.vllm_backend import VllmConfig
+
+    urls = tuple(u.strip() for u in (a.vllm_url or "").split(",") if u.strip())
+    if not urls:
+        raise UserError("--backend vllm needs --vllm-url URL[,URL...]")
+    try:
+        salts = CacheSalts.from_files(a.salt_secret_file, a.tenants)
+    except (OSError, ValueError) as e:
+        raise UserError(f"cache salts: {e}") from None
+    return VllmConfig(urls=urls, model=a.vllm_model, block_size=a.vllm_block_size,
+                      capacity_tokens=a.vllm_cache_tokens, pins=a.vllm_pins), salts
+
+
 def _engine_config(a):
     from backend.engine import EngineConfig
 
@@ -42,25 +74,28 @@ def _engine_config(a):
 
 
 def _load_engine(a):
-    """The embedded engine for a command's --model and engine flags, or a UserError."""
-    from backend.bundled import resolve_model
-    from backend.engine import EmbeddedEngine
+    """The backend for a command's --model, engine and --backend flags, or a UserError."""
+    from backend.base import BackendUnavailableError
     from backend.weights import ModelLoadError
+    from gateway.build import build_backend
 
+    vllm, salts = _vllm_config(a)
     try:
-        return EmbeddedEngine.from_path(resolve_model(a.model), _engine_config(a))
-    except (ModelLoadError, FileNotFoundError, ValueError) as e:
+        return build_backend(a.model, _engine_config(a), vllm, salts)
+    except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError) as e:
         raise UserError(str(e)) from None
 
 
 def _load_service(a):
     """Engine + planner for serve/complete, or a UserError."""
+    from backend.base import BackendUnavailableError
     from backend.weights import ModelLoadError
     from gateway.build import build_service
 
+    vllm, salts = _vllm_config(a)
     try:
-        return build_service(a.model, a.template, _engine_config(a))
-    except (ModelLoadError, FileNotFoundError, ValueError) as e:
+        return build_service(a.model, a.template, _engine_config(a), vllm=vllm, salts=salts)
+    except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError) as e:
         raise UserError(str(e)) from None
 
 
@@ -75,6 +110,19 @@ def _strategies(a) -> list[str]:
     except ValueError as e:
         raise UserError(str(e)) from None
     return names
+
+
+def cmd_export_hf(a) -> int:
+    from backend.bundled import resolve_model
+    from backend.hf_export import export_hf
+    from backend.weights import ModelLoadError
+
+    try:
+        out = export_hf(resolve_model(a.model), a.out)
+    except (ModelLoadError, FileNotFoundError, OSError) as e:
+        raise UserError(str(e)) from None
+    print(f"fimgate: wrote {out} (serve it with vLLM; README: the vLLM backend)", file=sys.stderr)
+    return 0
 
 
 def cmd_models(a) -> int:
@@ -277,7 +325,8 @@ def cmd_bench_replay(a) -> int:
         for name in strategies:
             for policy in policies:
                 label = name if len(policies) == 1 else f"{name}@{policy}"
-                engine.reset(pin_policy=policy)
+                if hasattr(engine, "reset"):  # the embedded engine; vLLM strategies differ by cache salt
+                    engine.reset(pin_policy=policy)
                 total = sum(len(p) for p in slices)
                 outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices,
                                            progress=progress_printer(label, total))
@@ -294,9 +343,12 @@ def cmd_bench_replay(a) -> int:
         for label in list(result):
             if base:
                 result[label]["prefilled_mean_vs_psm_prefix"] = round(result[label]["prefilled_tokens"]["mean"] / base, 4)
-        result["settings"] = {**settings, "model": engine.model_name, "template": tmpl.name,
-                              "budget_tokens": engine.tree.num_blocks * engine.tree.block_size,
-                              "pin_policies": policies}
+        result["settings"] = {**settings, "model": engine.model_name, "template": tmpl.name, "backend": a.backend}
+        if hasattr(engine, "tree"):
+            result["settings"].update(budget_tokens=engine.tree.num_blocks * engine.tree.block_size,
+                                      pin_policies=policies)
+        if hasattr(engine, "router"):
+            result["settings"]["vllm_servers"] = engine.router.stats()
     if a.plot:
         from bench.plot import plot_replay
 
@@ -319,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("serve", help="run the HTTP gateway")
     _engine_args(s)
+    _backend_args(s)
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=DEFAULT_PORT)
     s.add_argument("--api-keys", default=None, metavar="FILE", help="'KEY USER' lines; requests then need a key")
@@ -326,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("complete", help="one completion at a character offset of a file")
     _engine_args(s)
+    _backend_args(s)
     s.add_argument("--file", required=True)
     s.add_argument("--offset", type=int, default=None, help="code-point offset of the cursor (default: end of file)")
     s.add_argument("--max-tokens", type=int, default=64)
@@ -338,6 +392,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default=None)
     s.add_argument("--tcp", default=None, metavar="HOST:PORT")
     s.set_defaults(func=cmd_lsp)
+
+    s = sub.add_parser("export-hf", help="write the model as a Hugging Face folder (for vLLM)")
+    s.add_argument("--model", default=None, help="GGUF file or folder (default: the bundled model)")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_export_hf)
 
     s = sub.add_parser("models", help="what can be loaded")
     s.set_defaults(func=cmd_models)
@@ -355,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = b.add_parser("replay", help="replay a keystroke trace, strategies side by side")
     _engine_args(s)
+    _backend_args(s)
     s.add_argument("trace")
     s.add_argument("--strategies", default="no-cache,psm-prefix,efim")
     s.add_argument("--debounce-ms", type=float, default=150.0)

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from dataclasses import replace
 
 from backend.base import CancelToken, Finished, SamplingParams, TextDelta, last_finished
-from backend.engine import ContextOverflowError
+from backend.base import BackendUnavailableError, ContextOverflowError
 from efim.planner import EditorState
 from efim.postprocess import tidy, wants_multiline
 from efim.templates import ContextChunk
@@ -112,6 +112,8 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None) -> F
                 final = await run_in_threadpool(last_finished, events)
             except ContextOverflowError as e:
                 return error(400, str(e), code="context_length_exceeded")
+            except BackendUnavailableError as e:
+                return error(503, str(e), kind="server_error", code="backend_unavailable")
             metrics.observe(final.usage)
             text = final.text if raw else tidy(final.text, state.text, state.cursor, multiline=bool(multiline))
             return JSONResponse(shape(text, final, True))
@@ -179,7 +181,9 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None) -> F
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "model": model_name}
+        stats = getattr(service.backend, "stats", lambda: {})()
+        extra = {"servers": stats["servers"], "moves": stats["moves"]} if "servers" in stats else {}
+        return {"status": "ok", "model": model_name, **extra}
 
     @app.get("/metrics")
     async def prometheus():
@@ -209,6 +213,9 @@ async def _sse(events, cancel: CancelToken, shape, metrics: _Metrics, request: R
                 ev = await run_in_threadpool(_next, events)
             except ContextOverflowError as e:
                 yield f"data: {json.dumps({'error': {'message': str(e), 'type': 'invalid_request_error'}})}\n\n".encode()
+                break
+            except BackendUnavailableError as e:
+                yield f"data: {json.dumps({'error': {'message': str(e), 'type': 'server_error'}})}\n\n".encode()
                 break
             if ev is None:
                 break

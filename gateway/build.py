@@ -1,4 +1,5 @@
-"""Build the service a command needs: load the model, pick its FIM template, make the planner."""
+"""Build the service a command needs: the backend (embedded engine or vLLM servers), its FIM
+template, and the planner."""
 from __future__ import annotations
 
 from backend.bundled import resolve_model
@@ -9,11 +10,22 @@ from efim.window import WindowConfig
 from gateway.service import CompletionService
 
 
-def build_service(model: str | None = None, template: str | None = None, engine: EngineConfig = EngineConfig(),
-                  window: WindowConfig = WindowConfig()) -> CompletionService:
+def build_backend(model: str | None = None, engine: EngineConfig = EngineConfig(), vllm=None, salts=None):
+    """The embedded engine on `model`, or (vllm: a VllmConfig) vLLM servers, with `model` as the
+    tokenizer the planner uses - it must be the model the servers serve."""
     path = resolve_model(model)
-    backend = EmbeddedEngine.from_path(path, engine)
+    if vllm is None:
+        return EmbeddedEngine.from_path(path, engine)
+    from backend.vllm_backend import VllmBackend
+    from backend.weights import load_tokenizer
+
+    return VllmBackend(vllm, load_tokenizer(path), salts)
+
+
+def build_service(model: str | None = None, template: str | None = None, engine: EngineConfig = EngineConfig(),
+                  window: WindowConfig = WindowConfig(), vllm=None, salts=None) -> CompletionService:
     if template is not None and template not in TEMPLATES:
         raise ValueError(f"unknown template {template!r}; known: {', '.join(TEMPLATES)}")
+    backend = build_backend(model, engine, vllm, salts)
     tmpl = TEMPLATES[template] if template else template_for_model(backend.model_name)
     return CompletionService(backend, EfimPlanner(backend.tokenizer, tmpl, window))

@@ -1,0 +1,130 @@
+"""The vLLM backend's own logic against a scripted HTTP transport (the real servers are in
+tests/integration/test_vllm.py): request bodies, healing, salts, routing and failover."""
+import json
+import re
+
+import httpx
+import pytest
+
+from backend.base import (BackendUnavailableError, ContextOverflowError, FimPlan, HealingConstraint, SamplingParams,
+                          last_finished)
+from backend.cache_salt import CacheSalts
+from backend.vllm_backend import VllmBackend, VllmConfig, healing_regex
+from backend.vllm_router import PrefixRouter
+
+
+class _Tok:
+    bos_id = None
+    add_bos = False
+
+
+def _sse(chunks: list[dict]) -> bytes:
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
+def _reply(texts: list[str], prompt: int, cached: int, finish: str = "length") -> bytes:
+    chunks = [{"choices": [{"index": 0, "text": t, "finish_reason": None}]} for t in texts]
+    chunks[-1]["choices"][0]["finish_reason"] = finish
+    chunks.append({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": len(texts),
+                                            "prompt_tokens_details": {"cached_tokens": cached}}})
+    return _sse(chunks)
+
+
+def _backend(handler, urls=("http://a", "http://b"), pins=False):
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    return VllmBackend(VllmConfig(urls=urls, model="m", pins=pins), _Tok(), CacheSalts(b"secret"), client=client)
+
+
+def _plan(user="alice", ids=tuple(range(100)), **kw):
+    return FimPlan(prompt_ids=ids, user_id=user, session_id="doc.py", sampling=SamplingParams(max_tokens=8), **kw)
+
+
+@pytest.mark.parametrize("text", ["fib", "  re", "(x", "a.b*c", "\n    ", "x[0]{1}", "ü$^|"])
+def test_healing_regex_accepts_exactly_the_strings_that_start_with_the_text(text):
+    pattern = re.compile(healing_regex(text))
+    assert pattern.fullmatch(text + "whatever\n follows")
+    assert not pattern.fullmatch("z" + text)
+
+
+def test_salts_are_per_tenant_unguessable_and_stable():
+    s = CacheSalts(b"k1", tenants={"bob": "team", "carol": "team"})
+    assert s.salt_for("alice") != s.salt_for("bob")
+    assert s.salt_for("bob") == s.salt_for("carol")  # one tenant shares its cache on purpose
+    assert s.salt_for("alice") == CacheSalts(b"k1").salt_for("alice")
+    assert s.salt_for("alice") != CacheSalts(b"k2").salt_for("alice")
+    assert len(s.salt_for("alice")) == 43 and "alice" not in s.salt_for("alice")
+
+
+def test_request_carries_token_ids_salt_healing_and_pin_and_cuts_the_healed_text():
+    seen = []
+
+    def handler(req: httpx.Request):
+        seen.append(json.loads(req.content))
+        return httpx.Response(200, content=_reply(["fib", "onacci(", "n)"], prompt=100, cached=64))
+
+    b = _backend(handler, pins=True)
+    final = last_finished(b.generate(_plan(healing=HealingConstraint("fib"), pin_tokens=80, stop_token_ids=(7,))))
+    body = seen[0]
+    assert body["prompt"] == list(range(100)) and body["cache_salt"] == CacheSalts(b"secret").salt_for("alice")
+    assert body["structured_outputs"] == {"regex": "fib[\\s\\S]*"} and body["stop_token_ids"] == [7]
+    assert body["kv_transfer_params"]["fimgate_pin"]["tokens"] == 80
+    assert final.text == "onacci(n)"  # the backed-off text is not repeated
+    assert (final.usage.prefix_cached_tokens, final.usage.prefilled_tokens) == (64, 36)
+
+
+def test_context_overflow_is_a_clear_error():
+    def handler(req):
+        return httpx.Response(400, json={"error": {"message": "This model's maximum context length is 2048 tokens"}})
+
+    with pytest.raises(ContextOverflowError, match="2048"):
+        last_finished(_backend(handler).generate(_plan()))
+
+
+def test_a_server_that_does_not_answer_is_taken_out_and_its_users_rerouted():
+    calls = []
+
+    def handler(req: httpx.Request):
+        calls.append(req.url.host)
+        if req.url.host == "a":
+            raise httpx.ConnectError("refused")
+        return httpx.Response(200, content=_reply(["x"], prompt=100, cached=0))
+
+    b = _backend(handler)
+    users = [f"user{i}" for i in range(8)]  # new users spread over both servers by a hash
+    for user in users * 2:
+        assert last_finished(b.generate(_plan(user))).text == "x"
+    assert calls.count("a") == 1  # tried once, then out
+    assert calls.count("b") == 16  # every request answered
+    assert [s["up"] for s in b.router.stats()] == [False, True]
+
+
+def test_all_servers_down_is_backend_unavailable():
+    def handler(req):
+        raise httpx.ConnectError("refused")
+
+    with pytest.raises(BackendUnavailableError):
+        last_finished(_backend(handler).generate(_plan()))
+
+
+def test_router_keeps_a_user_on_the_server_with_their_blocks_until_queues_tip():
+    r = PrefixRouter(["a", "b"], block_size=4, capacity_tokens=1024, balance_abs=2, balance_rel=1.5)
+    prompt = tuple(range(40))
+    home, _ = r.pick("alice", prompt)
+    r.finished(home, 0)
+    again, predicted = r.pick("alice", prompt + (99,))
+    assert again == home and predicted == 40  # whole blocks only
+    r.finished(again, 40)
+    for _ in range(5):  # the home server's queue grows
+        r.pick("other", (1000,))
+    busy = r.servers[home].inflight
+    other = 1 - home
+    if busy - r.servers[other].inflight > 2:
+        moved, _ = r.pick("alice", prompt)
+        assert moved == other
+    assert r.pick("nobody", (5, 6, 7))[1] == 0
+
+
+def test_another_tenants_prompt_predicts_no_hit():
+    r = PrefixRouter(["a"], block_size=4)
+    r.pick("alice", tuple(range(40)))
+    assert r.pick("bob", tuple(range(40)))[1] == 0
