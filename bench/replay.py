@@ -49,8 +49,10 @@ class Outcome:
     index: int = -1  # the request's index in the trace, to compare strategies request by request
 
 
-def user_slices(requests: list[TraceRequest], users: int) -> list[list[TraceRequest]]:
-    """K people on K consecutive slices of the trace, each shifted to start at t=0."""
+def user_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.0) -> list[list[TraceRequest]]:
+    """K people on K consecutive slices of the trace, each shifted to start at t=0.
+    `time_scale` stretches every gap (2.0: the same keystrokes at half the pace), so that many
+    people can share one small engine without saturating it."""
     n = len(requests) // users
     out = []
     for k in range(users):
@@ -58,8 +60,8 @@ def user_slices(requests: list[TraceRequest], users: int) -> list[list[TraceRequ
         if not part:
             continue
         t0 = part[0].t_ms - 1
-        out.append([replace(r, t_ms=r.t_ms - t0, next_event_ms=None if r.next_event_ms is None else r.next_event_ms - t0)
-                    for r in part])
+        at = lambda t: None if t is None else (t - t0) * time_scale  # noqa: E731
+        out.append([replace(r, t_ms=at(r.t_ms), next_event_ms=at(r.next_event_ms)) for r in part])
     return out
 
 

@@ -31,7 +31,7 @@ def vllm_python() -> str | None:
     return path if os.path.exists(path) else None
 
 
-def server_command(python: str, model_dir: str, port: int, *, block_size: int = 32, max_model_len: int = 2048,
+def server_command(python: str, model_dir: str, port: int, *, block_size: int = 32, max_model_len: int = 4096,
                    num_blocks: int | None = None, pins: bool = False, pin_cap_share: float = 0.5) -> list[str]:
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
            "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",

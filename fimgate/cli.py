@@ -6,6 +6,7 @@ on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import json
 import os
 import sys
@@ -308,9 +309,14 @@ def cmd_bench_replay(a) -> int:
         reqs = list(debounced_requests(read_events(a.trace), a.debounce_ms, limit=limit, prewarm=a.prewarm))
     except (TraceError, OSError) as e:
         raise UserError(str(e)) from None
-    slices = user_slices(reqs, a.users)
+    if a.time_scale <= 0 or a.max_tokens < 1:
+        raise UserError("--time-scale must be > 0 and --max-tokens >= 1")
+    slices = user_slices(reqs, a.users, a.time_scale)
+    from bench.replay import REPLAY_SAMPLING
+
+    sampling = replace(REPLAY_SAMPLING, max_tokens=a.max_tokens)
     settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": sum(not r.prewarm for r in reqs),
-                "users": a.users, "prewarm": a.prewarm}
+                "users": a.users, "prewarm": a.prewarm, "time_scale": a.time_scale, "max_tokens": a.max_tokens}
     per_strategy = {}
     if a.live:
         from bench.live import replay_live
@@ -328,7 +334,7 @@ def cmd_bench_replay(a) -> int:
                 if hasattr(engine, "reset"):  # the embedded engine; vLLM strategies differ by cache salt
                     engine.reset(pin_policy=policy)
                 total = sum(len(p) for p in slices)
-                outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices,
+                outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices, sampling,
                                            progress=progress_printer(label, total))
                 per_strategy[label] = outcomes
                 result[label] = summarize(outcomes)
@@ -420,6 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--debounce-ms", type=float, default=150.0)
     s.add_argument("--limit-requests", type=int, default=None)
     s.add_argument("--users", type=int, default=1)
+    s.add_argument("--time-scale", type=float, default=1.0,
+                   help="stretch the trace's gaps (many simulated people on one small engine)")
+    s.add_argument("--max-tokens", type=int, default=16, help="tokens generated per request")
     s.add_argument("--prewarm", action="store_true", help="warm the cache when a file opens or the cursor jumps")
     s.add_argument("--pin-policy", default="pin", help="none, lru-only, pin, random+pin; several (comma) compare them")
     s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")
