@@ -457,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = b.add_parser("engine", help="prefill and decode speed, and a 1-token append on a cached prompt")
     _engine_args(s)
+    _backend_args(s)
     s.add_argument("--prefill-tokens", type=int, default=1000)
     s.add_argument("--cached-tokens", type=int, default=2000)
     s.add_argument("--json", default=None)
