@@ -14,6 +14,8 @@ import hmac
 import os
 import secrets
 
+from backend.pairs_file import read_pairs
+
 
 class CacheSalts:
     def __init__(self, secret: bytes | None = None, tenants: dict[str, str] | None = None) -> None:
@@ -34,14 +36,5 @@ class CacheSalts:
         """secret_file: raw bytes (or $FIMGATE_SALT_SECRET); tenants_file: 'USER TENANT' lines."""
         secret = open(secret_file, "rb").read().strip() if secret_file else os.environ.get(
             "FIMGATE_SALT_SECRET", "").encode("utf-8")
-        tenants = {}
-        if tenants_file:
-            for n, line in enumerate(open(tenants_file, encoding="utf-8"), 1):
-                line = line.split("#", 1)[0].strip()
-                if not line:
-                    continue
-                parts = line.split()
-                if len(parts) != 2:
-                    raise ValueError(f"{tenants_file}:{n}: expected 'USER TENANT'")
-                tenants[parts[0]] = parts[1]
+        tenants = read_pairs(tenants_file, "USER TENANT") if tenants_file else {}
         return cls(secret or None, tenants)

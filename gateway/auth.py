@@ -11,6 +11,8 @@ from __future__ import annotations
 import hmac
 import os
 
+from backend.pairs_file import read_pairs
+
 
 class KeyError401(Exception):
     pass
@@ -22,16 +24,7 @@ class ApiKeys:
 
     @classmethod
     def from_file(cls, path: str) -> "ApiKeys":
-        keys = {}
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                line = line.split("#", 1)[0].strip()
-                if not line:
-                    continue
-                parts = line.split()
-                if len(parts) != 2:
-                    raise ValueError(f"{path}:{n}: expected 'KEY USER'")
-                keys[parts[0]] = parts[1]
+        keys = read_pairs(path, "KEY USER")
         if not keys:
             raise ValueError(f"{path} holds no keys")
         return cls(keys)

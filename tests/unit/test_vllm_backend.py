@@ -128,3 +128,15 @@ def test_another_tenants_prompt_predicts_no_hit():
     r = PrefixRouter(["a"], block_size=4)
     r.pick("alice", tuple(range(40)))
     assert r.pick("bob", tuple(range(40)))[1] == 0
+
+
+def test_tenant_and_secret_files(tmp_path, monkeypatch):
+    (tmp_path / "tenants").write_text("# team\nbob team\ncarol team\n")
+    (tmp_path / "secret").write_bytes(b"s3cret\n")
+    s = CacheSalts.from_files(str(tmp_path / "secret"), str(tmp_path / "tenants"))
+    assert s.salt_for("bob") == s.salt_for("carol") == CacheSalts(b"s3cret").salt_for("team")
+    (tmp_path / "bad").write_text("bob\n")
+    with pytest.raises(ValueError, match="bad:1: expected 'USER TENANT'"):
+        CacheSalts.from_files(None, str(tmp_path / "bad"))
+    monkeypatch.setenv("FIMGATE_SALT_SECRET", "from-env")
+    assert CacheSalts.from_files(None, None).salt_for("x") == CacheSalts(b"from-env").salt_for("x")
