@@ -125,7 +125,11 @@ class ContextOverflowError(ValueError):
     """The prompt does not fit the backend's context; the message says by how much."""
 
 
-class BackendUnavailableError(RuntimeError):
+class BackendError(RuntimeError):
+    """A backend server refused or failed a request (the gateway answers 502)."""
+
+
+class BackendUnavailableError(BackendError):
     """No backend server answered (all down or unreachable); the gateway answers 503."""
 
 

@@ -28,8 +28,8 @@ from typing import Iterator
 
 import httpx
 
-from backend.base import (BackendUnavailableError, CancelToken, ContextOverflowError, Finished, FimPlan, PinReceipt,
-                          StreamEvent, TextDelta, Tokenizer, UsageReport)
+from backend.base import (BackendError, BackendUnavailableError, CancelToken, ContextOverflowError, Finished, FimPlan,
+                          PinReceipt, StreamEvent, TextDelta, Tokenizer, UsageReport)
 from backend.cache_salt import CacheSalts
 from backend.pinning import KeystrokePins
 from backend.vllm_router import PrefixRouter
@@ -181,7 +181,7 @@ class _Stream:
                 message = _error_message(r)
                 if "context length" in message or "maximum" in message:
                     raise ContextOverflowError(message)
-                raise ValueError(f"vLLM refused the request: {message}")
+                raise BackendError(f"vLLM refused the request: {message}")
             for line in r.iter_lines():
                 if cancel is not None and cancel.cancelled:
                     finish = "cancelled"

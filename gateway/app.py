@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from dataclasses import replace
 
 from backend.base import CancelToken, Finished, SamplingParams, TextDelta, last_finished
-from backend.base import BackendUnavailableError, ContextOverflowError
+from backend.base import BackendError, BackendUnavailableError, ContextOverflowError
 from efim.planner import EditorState
 from efim.postprocess import tidy, wants_multiline
 from efim.templates import ContextChunk
@@ -114,6 +114,8 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None) -> F
                 return error(400, str(e), code="context_length_exceeded")
             except BackendUnavailableError as e:
                 return error(503, str(e), kind="server_error", code="backend_unavailable")
+            except BackendError as e:
+                return error(502, str(e), kind="server_error", code="backend_error")
             metrics.observe(final.usage)
             text = final.text if raw else tidy(final.text, state.text, state.cursor, multiline=bool(multiline))
             return JSONResponse(shape(text, final, True))
@@ -214,7 +216,7 @@ async def _sse(events, cancel: CancelToken, shape, metrics: _Metrics, request: R
             except ContextOverflowError as e:
                 yield f"data: {json.dumps({'error': {'message': str(e), 'type': 'invalid_request_error'}})}\n\n".encode()
                 break
-            except BackendUnavailableError as e:
+            except BackendError as e:
                 yield f"data: {json.dumps({'error': {'message': str(e), 'type': 'server_error'}})}\n\n".encode()
                 break
             if ev is None:
