@@ -15,6 +15,7 @@ request whose first token comes after the next key is late; its text is never sh
 from __future__ import annotations
 
 import heapq
+import math
 import statistics
 import sys
 import time
@@ -120,6 +121,17 @@ def _pct(values: list[float]) -> dict:
     return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99)}
 
 
+def _pct_censored(outcomes: list[Outcome]) -> dict:
+    """TTFT percentiles over every typing request; a request superseded before it ran never
+    showed anything, so it sorts last and a percentile that lands on it reads None. (Percentiles
+    over the requests that ran alone flatter a strategy that drops most of them.)"""
+    if not outcomes:
+        return {"p50": None, "p90": None, "p99": None}
+    s = sorted(math.inf if o.dropped or o.ttft_ms is None else o.ttft_ms for o in outcomes)
+    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
+    return {q: None if math.isinf(pick(f)) else round(pick(f), 1) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}
+
+
 def _mean(values) -> float | None:
     values = list(values)
     return round(statistics.fmean(values), 2) if values else None
@@ -142,6 +154,8 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "late": sum(o.late for o in outcomes),
         "cancelled": sum(o.cancelled for o in outcomes),
         "ttft_ms": _pct([o.ttft_ms for o in ran if o.ttft_ms is not None]),
+        "ttft_ms_all_requests": _pct_censored(outcomes),
+        "ran_share": round(len(ran) / len(outcomes), 4) if outcomes else None,
         "latency_ms": _pct([o.latency_ms for o in ran if o.latency_ms is not None]),
         "prompt_tokens": _mean(o.prompt_tokens for o in ran),
         "prefilled_tokens": {"mean": _mean(o.prefilled for o in ran), **_pct([o.prefilled for o in ran])},
