@@ -23,7 +23,7 @@ def test_a_strategy_that_drops_most_requests_shows_nothing_at_p50_over_all_reque
 def test_time_scale_stretches_every_gap_of_each_person():
     reqs = [TraceRequest(index=i, t_ms=1000.0 + 100 * i, file="a.py", text="x", cursor=0, typed_next="",
                          next_event_ms=1050.0 + 100 * i) for i in range(4)]
-    (one,), (two,) = user_slices(reqs[:1], 1), user_slices(reqs[:1], 1, time_scale=3.0)
+    ((one,),), ((two,),) = user_slices(reqs[:1], 1), user_slices(reqs[:1], 1, time_scale=3.0)
     assert two.t_ms == 3 * one.t_ms and two.next_event_ms == 3 * one.next_event_ms
     slow = user_slices(reqs, 2, time_scale=2.0)
     assert [r.t_ms for r in slow[0]] == [2.0, 202.0] and [r.t_ms for r in slow[1]] == [2.0, 202.0]
