@@ -22,7 +22,7 @@ def plot_replay(per_strategy: dict[str, list], path: str, title: str = "") -> No
     ax1.grid(alpha=0.3)
     ax1.legend()
     ax2.set_yscale("symlog")
-    ax2.set_xlabel("request")
+    ax2.set_xlabel("requests that ran, in order")
     ax2.set_ylabel("prefilled tokens")
     ax2.grid(alpha=0.3)
     ax2.legend()
