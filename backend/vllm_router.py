@@ -5,8 +5,9 @@ server, keyed by cache namespace, sized like the server's KV pool so its LRU age
 roughly as the server does). A request goes to the server holding the longest cached prefix
 of its prompt, unless the servers' queues are out of balance, in which case it goes to the
 least loaded one (SGLang's cache-aware policy: both thresholds must be passed, absolute and
-relative). A person typing therefore stays on the server that holds their blocks, and a new
-person lands on the shortest queue, then the server whose cache holds the fewest blocks.
+relative). A person typing therefore stays on the server that holds their blocks (and, when no
+server holds any, on their previous one), and a new person lands on the shortest queue, then
+the server whose cache holds the fewest blocks.
 
 A server that fails to answer is taken out for `down_s` seconds and its tree dropped (its
 cache is unknown when it returns); its users re-route to the others on their next request.
@@ -72,8 +73,10 @@ class PrefixRouter:
             if hi - lo > self.balance_abs and hi > self.balance_rel * lo:
                 best = min(up, key=lambda i: (loads[i], -hits[i]))
             else:
-                # no hit anywhere (a new person): the shortest queue, then the emptiest cache
-                best = min(up, key=lambda i: (-hits[i], loads[i], self.servers[i].tree.num_used, i))
+                # ties (no hit anywhere): the shortest queue, then the person's previous server, then
+                # the emptiest cache (new people spread out)
+                home = self._home.get(namespace)
+                best = min(up, key=lambda i: (-hits[i], loads[i], i != home, self.servers[i].tree.num_used, i))
             s = self.servers[best]
             s.inflight += 1
             s.requests += 1

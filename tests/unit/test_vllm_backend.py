@@ -140,3 +140,14 @@ def test_tenant_and_secret_files(tmp_path, monkeypatch):
         CacheSalts.from_files(None, str(tmp_path / "bad"))
     monkeypatch.setenv("FIMGATE_SALT_SECRET", "from-env")
     assert CacheSalts.from_files(None, None).salt_for("x") == CacheSalts(b"from-env").salt_for("x")
+
+
+def test_with_no_hit_anywhere_a_person_stays_home_and_new_people_spread():
+    r = PrefixRouter(["a", "b"], block_size=4)
+    first, _ = r.pick("alice", tuple(range(40)))
+    r.finished(first, 0)
+    other, _ = r.pick("bob", tuple(range(100, 140)))
+    r.finished(other, 0)
+    assert other != first  # the emptier cache
+    moved, predicted = r.pick("alice", tuple(range(500, 540)))  # a new window: no blocks anywhere
+    assert predicted == 0 and moved == first and r.moves == 0
