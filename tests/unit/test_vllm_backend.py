@@ -114,13 +114,10 @@ def test_router_keeps_a_user_on_the_server_with_their_blocks_until_queues_tip():
     again, predicted = r.pick("alice", prompt + (99,))
     assert again == home and predicted == 40  # whole blocks only
     r.finished(again, 40)
-    for _ in range(5):  # the home server's queue grows
-        r.pick("other", (1000,))
-    busy = r.servers[home].inflight
-    other = 1 - home
-    if busy - r.servers[other].inflight > 2:
-        moved, _ = r.pick("alice", prompt)
-        assert moved == other
+    r.servers[home].inflight = 2  # a little busier: her blocks still win
+    assert r.pick("alice", prompt)[0] == home
+    r.servers[home].inflight = 6  # past both thresholds (6 - 0 > 2 and 6 > 1.5 x 0): the shortest queue
+    assert r.pick("alice", prompt)[0] == 1 - home
     assert r.pick("nobody", (5, 6, 7))[1] == 0
 
 
