@@ -50,6 +50,7 @@ class EngineConfig:
     threads: int | None = None
     pin_policy: str = "pin"  # backend/pinning.py: none, lru-only, pin, random+pin
     dtype: str = "float32"  # or "bfloat16": weights and KV (AMX/tensor cores); quality to be checked per model
+    cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (backend/cuda_graphs.py)
 
 
 class _Slot:
@@ -92,6 +93,13 @@ class EmbeddedEngine:
         self._last_prompts: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()
         dev = self.model.device
         self._layer_rope = [(cfg.rope_for(i), inv_frequencies(cfg.rope_for(i)).to(dev)) for i in range(cfg.num_layers)]
+        self._graphs = None
+        if config.cuda_graphs and dev.type == "cuda":
+            from backend.cuda_graphs import GraphedDecoder
+
+            self._graphs = GraphedDecoder(self.model)
+            for s in self._slots:  # up front: no keystroke pays a capture
+                self._graphs.capture_all(s.kv)
 
     def _new_tree(self, num_blocks: int) -> BlockTree:
         return BlockTree(num_blocks, self.config.block_size, self.config.pin_cap_share, clock=lambda: self._now_s,
@@ -185,8 +193,11 @@ class EmbeddedEngine:
             yield self._finish(plan, slot, "", usage, t0, None, None, 0, cancelled=True)
             return
         dev = self.model.device
-        logits = self.model.forward(torch.tensor([prompt[p] for p in positions], device=dev),
-                                    torch.tensor(positions, device=dev), slot.kv)
+        if len(positions) == 1 and not recompute:  # a keystroke's 1-token append: one decode step
+            logits = self._step(prompt[positions[0]], positions[0], slot.kv)
+        else:
+            logits = self.model.forward(torch.tensor([prompt[p] for p in positions], device=dev),
+                                        torch.tensor(positions, device=dev), slot.kv)
         slot.tokens = list(prompt)
         if plan.sampling.max_tokens == 0:
             yield self._finish(plan, slot, "", usage, t0, None, None, 0, finish_reason="length")
@@ -233,13 +244,20 @@ class EmbeddedEngine:
             if num_out >= plan.sampling.max_tokens or step == max_new - 1:
                 break
             pos = len(slot.tokens)
-            logits = self.model.forward(torch.tensor([tok], device=dev), torch.tensor([pos], device=dev), slot.kv)
+            logits = self._step(tok, pos, slot.kv)
             slot.tokens.append(tok)
         tail = stops.flush()
         if tail and finish != "cancelled":
             yield TextDelta(tail)
         yield self._finish(plan, slot, stops.text, usage, t0, t_first, time.perf_counter(), num_out,
                            cancelled=finish == "cancelled", finish_reason=finish)
+
+    def _step(self, token: int, position: int, kv: KVBuffer) -> torch.Tensor:
+        """Logits after one token at `position`: a replayed CUDA graph where there is one."""
+        if self._graphs is not None:
+            return self._graphs.step(token, position, kv)
+        dev = self.model.device
+        return self.model.forward(torch.tensor([token], device=dev), torch.tensor([position], device=dev), kv)
 
     def _finish(self, plan, slot, text, usage, t0, t_first, t_end, num_out, cancelled=False,
                 finish_reason="cancelled") -> Finished:

@@ -45,17 +45,21 @@ class KVBuffer:
         return self.k.shape[2]
 
 
-def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float) -> torch.Tensor:
+def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float,
+                      bias: torch.Tensor | None = None) -> torch.Tensor:
     """One query token against the cache, grouped-query heads without expanding K/V.
 
-    q: (heads, 1, d); keys, values: (kv_heads, L, d) views into the KV buffer. SDPA with
-    enable_gqa copies K and V once per query head group on CPU (~9x the cache per layer per
-    step at 2k context); a batched matmul over (kv_heads, group) reads them once."""
+    q: (heads, 1, d); keys, values: (kv_heads, L, d) views into the KV buffer; bias: (L,) float32,
+    0 or -inf per key (the fixed-shape step of a CUDA graph). SDPA with enable_gqa copies K and V
+    once per query head group on CPU (~9x the cache per layer per step at 2k context); a batched
+    matmul over (kv_heads, group) reads them once."""
     kv_heads, _, d = keys.shape
     group = q.shape[0] // kv_heads
     qg = q.reshape(kv_heads, group, d)
-    scores = torch.matmul(qg, keys.transpose(1, 2)) * scale  # (kv_heads, group, L)
-    probs = torch.softmax(scores.float(), dim=-1).to(values.dtype)
+    scores = (torch.matmul(qg, keys.transpose(1, 2)) * scale).float()  # (kv_heads, group, L)
+    if bias is not None:
+        scores = scores + bias
+    probs = torch.softmax(scores, dim=-1).to(values.dtype)
     return torch.matmul(probs, values).reshape(kv_heads * group, 1, d)
 
 
@@ -86,28 +90,35 @@ class LlamaModel:
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None = None,
-                logits_for: str = "last") -> torch.Tensor:
+                logits_for: str = "last", static_kv_len: int | None = None) -> torch.Tensor:
         """ids, slots, positions: (n,) long. Writes K/V at `slots`; positions default to slots.
 
-        Returns logits (vocab,) for the last token, or (n, vocab) with logits_for="all"."""
+        Returns logits (vocab,) for the last token, or (n, vocab) with logits_for="all".
+        static_kv_len: one token attending over rows [0, static_kv_len) under a mask, with fixed
+        shapes and no host synchronisation - what a CUDA graph can capture (backend/cuda_graphs.py)."""
         cfg = self.cfg
         n = ids.shape[0]
         positions = (slots if positions is None else positions).to(self.device)
         slots_d = slots.to(self.device)
         cos, sin = cos_sin(positions, self.inv_freq)
         local_cs = cos_sin(positions, self.local_inv_freq) if cfg.local_rope else (cos, sin)
-        lo, hi = int(slots[0]), int(slots[-1]) + 1
-        contiguous = hi - lo == n and bool((slots[1:] > slots[:-1]).all()) if n > 1 else True
-        kv_len = int(slots.max()) + 1
-        if n == 1 or (contiguous and lo == 0):
-            mask = None
-        else:
-            mask = torch.arange(kv_len, device=self.device)[None, :] <= slots_d[:, None]
-        local_mask = None
         window = cfg.sliding_window
-        if window and cfg.local_layers and kv_len > window and n > 1:
-            keys = torch.arange(kv_len, device=self.device)[None, :]
-            local_mask = (keys <= slots_d[:, None]) & (keys > slots_d[:, None] - window)
+        mask = local_mask = bias = local_bias = None
+        if static_kv_len is not None:
+            lo = hi = 0
+            contiguous, kv_len = False, static_kv_len
+            keys = torch.arange(kv_len, device=self.device)
+            bias = torch.zeros(kv_len, device=self.device).masked_fill(keys > slots_d, float("-inf"))
+            local_bias = bias.masked_fill(keys <= slots_d - window, float("-inf")) if window else bias
+        else:
+            lo, hi = int(slots[0]), int(slots[-1]) + 1
+            contiguous = hi - lo == n and bool((slots[1:] > slots[:-1]).all()) if n > 1 else True
+            kv_len = int(slots.max()) + 1
+            if n > 1 and not (contiguous and lo == 0):
+                mask = torch.arange(kv_len, device=self.device)[None, :] <= slots_d[:, None]
+            if window and cfg.local_layers and kv_len > window and n > 1:
+                keys = torch.arange(kv_len, device=self.device)[None, :]
+                local_mask = (keys <= slots_d[:, None]) & (keys > slots_d[:, None] - window)
         x = self.embed[ids.to(self.device)]
         if cfg.embed_scale:
             x = x * torch.tensor(cfg.embed_scale, dtype=x.dtype)
@@ -130,14 +141,15 @@ class LlamaModel:
                 kv.k[i].index_copy_(1, slots.to(self.device), k)
                 kv.v[i].index_copy_(1, slots.to(self.device), v)
             start, m = 0, mask
-            if local and window and kv_len > window:
+            if local and window and kv_len > window and bias is None:
                 if n == 1:  # one query at the last slot: the window is a slice
                     start = kv_len - window
                 else:
                     m = local_mask
             keys, values = kv.k[i, :, start:kv_len], kv.v[i, :, start:kv_len]
             if n == 1:
-                a = _decode_attention(q, keys, values, cfg.attn_scale or cfg.head_dim ** -0.5)
+                a = _decode_attention(q, keys, values, cfg.attn_scale or cfg.head_dim ** -0.5,
+                                      local_bias if local else bias)
             elif m is None:
                 a = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True,
                                                    scale=cfg.attn_scale)

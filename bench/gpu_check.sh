@@ -13,4 +13,4 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/unit/test_rope_triton.py tests/unit/test_rope.py \
     tests/unit/test_engine_cuda.py 2>&1 | tee "$OUT/tests.txt" | tail -25
 timeout 90 python3 -m bench.gpu_rope_timing 2>&1 | tee "$OUT/rope_timing.json"
-timeout 240 python3 -m bench.gpu_engine --shape .gpu/smollm2 --out "$OUT/engine.json" 2>&1 | tee "$OUT/engine.txt"
+timeout 300 python3 -m bench.gpu_engine --shape .gpu/smollm2 --out "$OUT/engine.json" 2>&1 | tee "$OUT/engine.txt"

@@ -4,7 +4,7 @@ The bundled GGUF (98 MB) cannot travel to that machine, so the model is the bund
 (config.json + tokenizer.json, written by `--write-shape DIR` here) with random weights
 (bench/random_model.py): speed does not depend on weight values. End of text is switched off
 so every decode runs its full length. Prints one JSON row per (device, dtype), the same fields
-as `fimgate bench engine`, and a profile of one decode step (kernel launches dominate on a GPU).
+as `fimgate bench engine`, with and without CUDA graphs (backend/cuda_graphs.py).
 
     python -m bench.gpu_engine --write-shape .gpu/smollm2          # here, once
     python -m bench.gpu_engine --shape .gpu/smollm2 --out r.json   # there
@@ -41,40 +41,28 @@ def write_shape(out_dir: str) -> None:
 
 
 def decode_step_ms(engine: EmbeddedEngine, context: int, steps: int = 50) -> float:
-    """One token's forward at `context` cached tokens, synchronised: the floor under decode."""
+    """One token's step at `context` cached tokens (a graph replay where the engine has them),
+    synchronised: the floor under decode."""
     dev = engine.model.device
-    kv = KVBuffer.empty(engine.model.cfg, context + 1, device=dev, dtype=engine.model.dtype)
-    ids, slot = torch.tensor([17], device=dev), torch.tensor([context], device=dev)
+    kv = KVBuffer.empty(engine.model.cfg, engine.capacity, device=dev, dtype=engine.model.dtype)
     for _ in range(5):
-        engine.model.forward(ids, slot, kv)
+        engine._step(17, context, kv)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     t = time.perf_counter()
     for _ in range(steps):
-        engine.model.forward(ids, slot, kv)
+        engine._step(17, context, kv)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     return (time.perf_counter() - t) * 1000 / steps
-
-
-def profile_step(engine: EmbeddedEngine, context: int = 1000) -> str:
-    from torch.profiler import ProfilerActivity, profile
-
-    dev = engine.model.device
-    kv = KVBuffer.empty(engine.model.cfg, context + 1, device=dev, dtype=engine.model.dtype)
-    ids, slot = torch.tensor([17], device=dev), torch.tensor([context], device=dev)
-    engine.model.forward(ids, slot, kv)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        engine.model.forward(ids, slot, kv)
-        torch.cuda.synchronize()
-    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=15)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write-shape", help="write the bundled model's config + tokenizer to this folder and exit")
     ap.add_argument("--shape", default=".gpu/smollm2")
-    ap.add_argument("--devices", default="cuda:float32,cuda:bfloat16,cpu:float32")
+    ap.add_argument("--devices", default="cuda:float32:eager,cuda:float32,cuda:bfloat16,cpu:float32",
+                    help="device:dtype[:eager] (eager: no CUDA graphs)")
     ap.add_argument("--cached-tokens", type=int, default=2800)
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -87,17 +75,17 @@ def main() -> None:
     loaded = random_model(cfg, tok, seed=0, name="SmolLM2-135M shape, random weights")
     rows = []
     for spec in args.devices.split(","):
-        device, dtype = spec.split(":")
+        device, dtype, *mode = spec.split(":")
+        t = time.perf_counter()
         engine = EmbeddedEngine(loaded, EngineConfig(device=device, dtype=dtype, budget_tokens=16384,
-                                                     max_context=4096, num_slots=2))
+                                                     max_context=4096, num_slots=2, cuda_graphs=mode != ["eager"]))
         row = {"device": torch.cuda.get_device_name() if device == "cuda" else f"cpu x{torch.get_num_threads()}",
-               "dtype": dtype, **measure(engine, prefill_tokens=1000, cached_tokens=args.cached_tokens),
+               "dtype": dtype, "cuda_graphs": engine._graphs is not None,
+               "engine_start_s": round(time.perf_counter() - t, 2), **measure(engine, prefill_tokens=1000, cached_tokens=args.cached_tokens),
                "forward_1_token_ms_at_32": round(decode_step_ms(engine, 32), 2),
                "forward_1_token_ms_at_2800": round(decode_step_ms(engine, 2800), 2)}
         print(json.dumps(row), flush=True)
         rows.append(row)
-        if device == "cuda" and dtype == "float32":
-            print(profile_step(engine), flush=True)
         del engine
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
