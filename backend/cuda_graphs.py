@@ -6,7 +6,7 @@ A CUDA graph records the step's ~600 launches once and replays them with one cal
 
 A graph needs fixed shapes and no host synchronisation, so a captured step
 (`LlamaModel.forward(..., static_kv_len=B)`) attends over a bucket of B KV rows, B the smallest
-power of two (>= 128) above the position, under a mask that hides rows past the position (and
+of a few sizes above the position (`bucket_for`), under a mask that hides rows past the position (and
 outside a sliding window). Each (KV buffer, bucket) pair has its own graph, captured on first use
 or up front by `capture_all`. The graph reads the token and position from two device tensors it
 owns, writes the step's K/V row into the buffer, and leaves logits in a tensor it owns: read
@@ -24,9 +24,11 @@ MIN_BUCKET = 128
 
 
 def bucket_for(position: int, capacity: int) -> int:
+    """The smallest bucket above `position`: 128, 192, 256, 384, 512, ... (powers of two and
+    1.5x them, so a step attends over at most 1.5x the rows it needs), capped by the capacity."""
     b = MIN_BUCKET
     while b <= position:
-        b *= 2
+        b = b * 3 // 2 if b & (b - 1) == 0 else b * 4 // 3
     return min(b, capacity)
 
 
@@ -58,13 +60,13 @@ class GraphedDecoder:
     def capture_all(self, kv: KVBuffer) -> None:
         """Capture every bucket of `kv` now, so no request pays a capture. Only for a buffer holding
         nothing yet: capturing runs the step, which writes a K/V row."""
-        b = MIN_BUCKET
+        position = 0
         while True:
-            bucket = min(b, kv.capacity)
+            bucket = bucket_for(position, kv.capacity)
             self._graph(kv, bucket, 0, bucket - 1)
             if bucket == kv.capacity:
                 return
-            b *= 2
+            position = bucket
 
     @property
     def num_graphs(self) -> int:

@@ -262,6 +262,8 @@ class EmbeddedEngine:
     def _finish(self, plan, slot, text, usage, t0, t_first, t_end, num_out, cancelled=False,
                 finish_reason="cancelled") -> Finished:
         self._store(plan.user_id, slot)
+        if self.model.device.type == "cuda":  # a request ends when its kernels have (a pre-warm samples nothing)
+            torch.cuda.synchronize(self.model.device)
         if plan.pin_tokens:
             self.pins.repin(self.tree, plan.user_id, plan.session_id, tuple(plan.prompt_ids[:plan.pin_tokens]),
                             self._now_s)

@@ -75,7 +75,7 @@ def test_graph_replays_match_the_ordinary_step(engines):
     from backend.llama import KVBuffer
 
     engine = engines["cuda"]
-    assert engine._graphs is not None and engine._graphs.num_graphs == 2 * 4  # 2 slots x buckets 128..1024
+    assert engine._graphs is not None and engine._graphs.num_graphs == 2 * 7  # 2 slots x buckets 128, 192, ..., 768, 1024
     model = engine.model
     torch.manual_seed(0)
     ids = torch.randint(0, 256, (300,), device="cuda")
@@ -83,8 +83,8 @@ def test_graph_replays_match_the_ordinary_step(engines):
     model.forward(ids[:100], torch.arange(100, device="cuda"), ref)
     kv.k[:, :, :100], kv.v[:, :, :100] = ref.k[:, :, :100], ref.v[:, :, :100]
     decoder = GraphedDecoder(model)
-    for p in range(100, 300):  # crosses the 128 and 256 buckets
+    for p in range(100, 300):  # crosses buckets 128, 192, 256, 384
         want = model.forward(ids[p:p + 1], torch.tensor([p], device="cuda"), ref)
         got = decoder.step(int(ids[p]), p, kv)
         assert (got - want).abs().max().item() < 1e-3 * want.abs().max().item(), p
-    assert decoder.num_graphs == 3
+    assert decoder.num_graphs == 4

@@ -33,6 +33,7 @@ def test_static_step_matches_the_ordinary_step(window, position):
     assert (kv.k[:, :, position] - ref.k[:, :, position]).abs().max().item() < 1e-5
 
 
-def test_buckets_are_powers_of_two_capped_by_capacity():
-    assert [bucket_for(p, 4096) for p in (0, 127, 128, 1000, 4095)] == [128, 128, 256, 1024, 4096]
+def test_buckets_are_powers_of_two_and_halfway_capped_by_capacity():
+    assert [bucket_for(p, 4096) for p in (0, 127, 128, 191, 192, 1000, 2800, 4095)] == [
+        128, 128, 192, 192, 256, 1024, 3072, 4096]
     assert bucket_for(3000, 3072) == 3072
