@@ -85,6 +85,11 @@ class FimPlan:
     prewarm: bool = False  # a cache warm-up (max_tokens 0), reported apart from the typing path
     issued_at_s: float | None = None  # the editor's clock at the request (replays); None: now
 
+    @property
+    def pins_anchor(self) -> bool:
+        """Typing requests pin their anchor; a warm-up (file open, cursor jump: nothing sampled) does not."""
+        return self.pin_tokens > 0 and not self.prewarm and self.sampling.max_tokens > 0
+
 
 @dataclass(frozen=True)
 class UsageReport:

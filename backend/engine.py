@@ -49,7 +49,7 @@ class EngineConfig:
     device: str = "cpu"
     threads: int | None = None
     pin_policy: str = "pin"  # backend/pinning.py: none, lru-only, pin, random+pin
-    dtype: str = "float32"  # or "bfloat16": weights and KV (AMX/tensor cores); quality to be checked per model
+    dtype: str = "float32"  # "bfloat16": weights and KV; "int8": int8 weights in 1-token steps (CPU)
     cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (backend/cuda_graphs.py)
 
 
@@ -62,6 +62,8 @@ class _Slot:
 
 
 class EmbeddedEngine:
+    chunked_warmups = True  # a warm-up may arrive as growing prefixes of its prompt (gateway/warmups.py)
+
     def __init__(self, loaded: LoadedModel, config: EngineConfig = EngineConfig()) -> None:
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -69,10 +71,11 @@ class EmbeddedEngine:
         self.model_config = loaded.config
         self._name = loaded.name
         self._tokenizer = loaded.tokenizer
-        if config.dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"unsupported dtype {config.dtype!r}: float32 or bfloat16")
-        dtype = getattr(torch, config.dtype)
-        self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device, dtype=dtype)
+        if config.dtype not in ("float32", "bfloat16", "int8"):
+            raise ValueError(f"unsupported dtype {config.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
+        dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
+        self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device, dtype=dtype,
+                                int8_weights=config.dtype == "int8")
         cfg = loaded.config
         self.capacity = min(config.max_context, cfg.max_position)
         budget_tokens = config.budget_tokens
@@ -264,7 +267,7 @@ class EmbeddedEngine:
         self._store(plan.user_id, slot)
         if self.model.device.type == "cuda":  # a request ends when its kernels have (a pre-warm samples nothing)
             torch.cuda.synchronize(self.model.device)
-        if plan.pin_tokens:
+        if plan.pins_anchor:
             self.pins.repin(self.tree, plan.user_id, plan.session_id, tuple(plan.prompt_ids[:plan.pin_tokens]),
                             self._now_s)
         ttft = None if t_first is None else (t_first - t0) * 1000

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from backend.int8_linear import Int8Weight, linear
 from backend.model_config import ModelConfig
 from kernels.rope import apply_rope, cos_sin, inv_frequencies
 
 _LAYER_WEIGHTS = ("attn_norm", "q", "k", "v", "o", "q_bias", "k_bias", "v_bias", "mlp_norm", "gate", "up", "down",
                   "q_norm", "k_norm", "post_attn_norm", "post_mlp_norm")
 _REQUIRED = ("attn_norm", "q", "k", "v", "o", "mlp_norm", "gate", "up", "down")
+_INT8_LINEARS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
 @dataclass
@@ -65,7 +67,9 @@ def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
 
 class LlamaModel:
     def __init__(self, cfg: ModelConfig, tensors: dict[str, torch.Tensor], device: str = "cpu",
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, int8_weights: bool = False) -> None:
+        """int8_weights: one-token steps multiply by int8 copies of the layers' linears
+        (backend/int8_linear.py, CPU only); the output head and everything else stay in `dtype`."""
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype = dtype
@@ -74,6 +78,12 @@ class LlamaModel:
         self.lm_head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
         self.final_norm = t["final_norm"]
         self.layers = [{name: t.get(f"layers.{i}.{name}") for name in _LAYER_WEIGHTS} for i in range(cfg.num_layers)]
+        if int8_weights:
+            if self.device.type != "cpu" or dtype != torch.float32:
+                raise ValueError("int8 weights are for float32 models on CPU")
+            for layer in self.layers:
+                for name in _INT8_LINEARS:
+                    layer[name] = Int8Weight(layer[name])
         required = _REQUIRED + (("q_norm", "k_norm") if cfg.qk_norm else ()) + (
             ("post_attn_norm", "post_mlp_norm") if cfg.sandwich_norm else ())
         for i, layer in enumerate(self.layers):
@@ -125,9 +135,9 @@ class LlamaModel:
         for i, w in enumerate(self.layers):
             local = cfg.is_local(i)
             h = self._norm(x, w["attn_norm"])
-            q = F.linear(h, w["q"], w["q_bias"]).view(n, cfg.num_heads, cfg.head_dim).transpose(0, 1)
-            k = F.linear(h, w["k"], w["k_bias"]).view(n, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
-            v = F.linear(h, w["v"], w["v_bias"]).view(n, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+            q = linear(h, w["q"], w["q_bias"]).view(n, cfg.num_heads, cfg.head_dim).transpose(0, 1)
+            k = linear(h, w["k"], w["k_bias"]).view(n, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+            v = linear(h, w["v"], w["v_bias"]).view(n, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
             if cfg.qk_norm:
                 q, k = self._norm(q, w["q_norm"]), self._norm(k, w["k_norm"])
             rope = cfg.rope_for(i)
@@ -155,16 +165,16 @@ class LlamaModel:
                                                    scale=cfg.attn_scale)
             else:
                 a = F.scaled_dot_product_attention(q, keys, values, attn_mask=m, enable_gqa=True, scale=cfg.attn_scale)
-            a = F.linear(a.transpose(0, 1).reshape(n, cfg.num_heads * cfg.head_dim), w["o"])
+            a = linear(a.transpose(0, 1).reshape(n, cfg.num_heads * cfg.head_dim), w["o"])
             if cfg.sandwich_norm:
                 a = self._norm(a, w["post_attn_norm"])
             x = x + a
             h = self._norm(x, w["mlp_norm"])
-            f = F.linear(self._act(F.linear(h, w["gate"])) * F.linear(h, w["up"]), w["down"])
+            f = linear(self._act(linear(h, w["gate"])) * linear(h, w["up"]), w["down"])
             if cfg.sandwich_norm:
                 f = self._norm(f, w["post_mlp_norm"])
             x = x + f
         if logits_for == "last":
             x = x[-1:]
-        logits = F.linear(self._norm(x, self.final_norm), self.lm_head).float()
+        logits = linear(self._norm(x, self.final_norm), self.lm_head).float()
         return logits[0] if logits_for == "last" else logits

@@ -11,6 +11,7 @@ serves compute instead: callers submit a generator job and read its events from 
 """
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from typing import Callable, Iterator
@@ -25,13 +26,15 @@ class _Failure:
 
 class MainThreadRunner:
     def __init__(self) -> None:
-        self._jobs: queue.Queue = queue.Queue()
+        self._jobs: queue.PriorityQueue = queue.PriorityQueue()
+        self._seq = itertools.count()
         self._stopped = threading.Event()
 
-    def submit(self, make: Callable[[], Iterator]) -> Iterator:
-        """Queue a job; iterate the result to receive its events as the main thread makes them."""
+    def submit(self, make: Callable[[], Iterator], priority: int = 0) -> Iterator:
+        """Queue a job; iterate the result to receive its events as the main thread makes them.
+        Queued jobs run by priority (lower first: typing before warm-ups), then in order."""
         out: queue.Queue = queue.Queue()
-        self._jobs.put((make, out))
+        self._jobs.put((priority, next(self._seq), make, out))
 
         def events() -> Iterator:
             while True:
@@ -47,7 +50,7 @@ class MainThreadRunner:
         """Call from the main thread; returns after stop(), or once `until()` says so."""
         while not self._stopped.is_set() and not (until is not None and until()):
             try:
-                make, out = self._jobs.get(timeout=0.2)
+                _, _, make, out = self._jobs.get(timeout=0.2)
             except queue.Empty:
                 continue
             try:

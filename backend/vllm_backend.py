@@ -123,7 +123,7 @@ class VllmBackend:
             body["stop_token_ids"] = list(plan.stop_token_ids)
         if plan.healing:
             body["structured_outputs"] = {"regex": healing_regex(plan.healing.text)}
-        if self.config.pins and plan.pin_tokens:
+        if self.config.pins and plan.pins_anchor:
             now = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
             key = hashlib.sha256(f"{plan.user_id}\0{plan.session_id}".encode("utf-8")).hexdigest()[:32]
             body["kv_transfer_params"] = {"fimgate_pin": {"key": key, "tokens": plan.pin_tokens,

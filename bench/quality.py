@@ -78,7 +78,8 @@ def complete(engine, strategy: Strategy, problem: Problem, single_line: bool, ma
 
 
 def run_quality(engine, template, problems: list[Problem], strategies: list[str], single_line: bool,
-                max_tokens: int = 128, perturb: str | None = None, progress: bool = True) -> dict:
+                max_tokens: int = 128, perturb: str | None = None, progress: bool = True,
+                keep_completions: bool = False) -> dict:
     result = {}
     for name in strategies:
         strategy = Strategy(name, engine.tokenizer, template)
@@ -117,5 +118,12 @@ def run_quality(engine, template, problems: list[Problem], strategies: list[str]
     base = result[strategies[0]]["_completions"]
     for s in strategies:
         comp = result[s].pop("_completions")
-        result[s][f"same_completion_as_{strategies[0]}"] = round(100 * sum(a == b for a, b in zip(comp, base)) / len(base), 2)
+        result[s][f"same_completion_as_{strategies[0]}"] = same_share(comp, base)
+        if keep_completions:
+            result[s]["completions"] = comp
     return result
+
+
+def same_share(completions: list[str], reference: list[str]) -> float:
+    """Percent of problems whose completion is identical to the reference run's."""
+    return round(100 * sum(a == b for a, b in zip(completions, reference)) / len(reference), 2)

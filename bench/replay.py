@@ -19,13 +19,14 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from backend.base import SamplingParams, last_finished
 from backend.block_tree import common_prefix
 from bench.strategies import Strategy
 from bench.trace import TraceRequest
 from efim.planner import EditorState
+from gateway.warmups import WARMUP_CHUNK_TOKENS
 
 REPLAY_SAMPLING = SamplingParams(max_tokens=16, stop=("\n",))
 
@@ -66,51 +67,110 @@ def user_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.
     return out
 
 
+@dataclass
+class _Warmup:
+    """A warm-up in progress: it prefills its prompt chunk by chunk."""
+    t_req: float
+    k: int
+    i: int
+    plan: object = None
+    done: int = 0  # prompt tokens prefilled so far
+    first_start: float = 0.0
+    usage: list = field(default_factory=list)
+    outcome: Outcome | None = None
+
+
 def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]],
-                    sampling: SamplingParams = REPLAY_SAMPLING, progress=None) -> list[Outcome]:
-    queue = [(r.t_ms, k, i) for k, part in enumerate(slices) for i, r in enumerate(part)]
-    heapq.heapify(queue)
+                    sampling: SamplingParams = REPLAY_SAMPLING, progress=None,
+                    typing_first: bool = False) -> list[Outcome]:
+    """Run every request of every person on one engine, in the order a scheduler would.
+
+    FIFO (default): requests run in arrival order, a warm-up to its end. `typing_first`: what
+    the gateway does (gateway/warmups.py): a queued typing request goes before queued warm-ups,
+    which prefill in WARMUP_CHUNK_TOKENS-token chunks, so a file opened by someone else delays a
+    keystroke by one chunk at most."""
+    pending = [(r.t_ms, k, i) for k, part in enumerate(slices) for i, r in enumerate(part)]
+    heapq.heapify(pending)
+    typing: list = []  # arrived typing requests, a heap by arrival
+    warmups: list[_Warmup] = []  # arrived warm-ups, in arrival order
     now = 0.0
     outcomes = []
-    while queue:
-        t_req, k, i = heapq.heappop(queue)
-        r = slices[k][i]
-        start = max(now, t_req)
-        if r.prewarm:
-            state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
-            plan = replace(strategy.plan(f"u{k}", state, SamplingParams(max_tokens=0)), issued_at_s=start / 1000,
-                           prewarm=True)
-            u = last_finished(engine.generate(plan)).usage
-            now = start + (u.total_ms or 0)
-            outcomes.append(Outcome(k, None, u.total_ms, False, False, False, u.prompt_tokens, u.prefix_cached_tokens,
-                                    u.shifted_cached_tokens, u.recomputed_tokens, u.prefilled_tokens,
-                                    plan.reuse_class.value, prewarm=True))
-        elif r.next_event_ms is not None and r.next_event_ms <= start:
-            outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next,
-                                    index=r.index))
+    while pending or typing or warmups:
+        while pending and pending[0][0] <= now:
+            t, k, i = heapq.heappop(pending)
+            if slices[k][i].prewarm:
+                warmups.append(_Warmup(t, k, i))
+            else:
+                heapq.heappush(typing, (t, k, i))
+        if not typing and not warmups:
+            now = pending[0][0]
+            continue
+        if typing and (typing_first or not warmups or typing[0][0] < warmups[0].t_req):
+            t_req, k, i = heapq.heappop(typing)
+            now = _run_typing(engine, strategy, slices[k][i], k, t_req, now, sampling, outcomes)
         else:
-            state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
-            t_plan = time.perf_counter()
-            plan = replace(strategy.plan(f"u{k}", state, sampling), issued_at_s=start / 1000)
-            plan_ms = (time.perf_counter() - t_plan) * 1000
-            final = last_finished(engine.generate(plan))
-            u = final.usage
-            ttft = None if u.ttft_ms is None else (start - t_req) + plan_ms + u.ttft_ms
-            latency = (start - t_req) + plan_ms + (u.total_ms or 0)
-            end = start + plan_ms + (u.total_ms or 0)
-            superseded = r.next_event_ms is not None and end > r.next_event_ms
-            # cancel-previous frees the engine at the next key, but not inside a prefill: the
-            # engine looks at its cancel token between tokens only
-            first = start + plan_ms + (u.ttft_ms or 0)
-            now = max(first, min(end, r.next_event_ms)) if superseded else end
-            late = ttft is None or (r.next_event_ms is not None and t_req + ttft > r.next_event_ms)
-            outcomes.append(Outcome(k, ttft, latency, late, superseded, False, u.prompt_tokens,
-                                    u.prefix_cached_tokens, u.shifted_cached_tokens, u.recomputed_tokens,
-                                    u.prefilled_tokens, plan.reuse_class.value, final.text, r.typed_next,
-                                    index=r.index))
+            w = warmups[0]
+            now = _run_warmup_chunk(engine, strategy, slices[w.k][w.i], w, now,
+                                    WARMUP_CHUNK_TOKENS if typing_first else None)
+            if w.outcome is not None:
+                warmups.pop(0)
+                outcomes.append(w.outcome)
+            else:
+                continue
         if progress:
             progress(len(outcomes))
     return outcomes
+
+
+def _run_warmup_chunk(engine, strategy: Strategy, r: TraceRequest, w: _Warmup, now: float,
+                      chunk: int | None) -> float:
+    """Prefill the warm-up's next chunk (all of it when chunk is None); returns the new clock."""
+    if w.plan is None:
+        state = EditorState(f"u{w.k}", r.file, r.text, r.cursor, path=r.file)
+        w.plan = replace(strategy.plan(f"u{w.k}", state, SamplingParams(max_tokens=0)), issued_at_s=now / 1000,
+                         prewarm=True)
+        w.first_start = now
+    ids = w.plan.prompt_ids
+    end = len(ids) if chunk is None else min(len(ids), w.done + chunk)
+    u = last_finished(engine.generate(replace(w.plan, prompt_ids=ids[:end], issued_at_s=now / 1000))).usage
+    w.usage.append(u)
+    w.done = end
+    now += u.total_ms or 0
+    if end >= len(ids):
+        first = w.usage[0]
+        w.outcome = Outcome(w.k, None, now - w.first_start, False, False, False, len(ids), first.prefix_cached_tokens,
+                            first.shifted_cached_tokens, sum(x.recomputed_tokens for x in w.usage),
+                            sum(x.prefilled_tokens for x in w.usage), w.plan.reuse_class.value, prewarm=True)
+    return now
+
+
+def _run_typing(engine, strategy: Strategy, r: TraceRequest, k: int, t_req: float, now: float,
+                sampling: SamplingParams, outcomes: list[Outcome]) -> float:
+    """Run (or drop) one typing request that arrived at t_req; returns the new clock."""
+    start = max(now, t_req)
+    if r.next_event_ms is not None and r.next_event_ms <= start:
+        outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next,
+                                index=r.index))
+        return now
+    state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
+    t_plan = time.perf_counter()
+    plan = replace(strategy.plan(f"u{k}", state, sampling), issued_at_s=start / 1000)
+    plan_ms = (time.perf_counter() - t_plan) * 1000
+    final = last_finished(engine.generate(plan))
+    u = final.usage
+    ttft = None if u.ttft_ms is None else (start - t_req) + plan_ms + u.ttft_ms
+    latency = (start - t_req) + plan_ms + (u.total_ms or 0)
+    end = start + plan_ms + (u.total_ms or 0)
+    superseded = r.next_event_ms is not None and end > r.next_event_ms
+    # cancel-previous frees the engine at the next key, but not inside a prefill: the
+    # engine looks at its cancel token between tokens only
+    first = start + plan_ms + (u.ttft_ms or 0)
+    late = ttft is None or (r.next_event_ms is not None and t_req + ttft > r.next_event_ms)
+    outcomes.append(Outcome(k, ttft, latency, late, superseded, False, u.prompt_tokens,
+                            u.prefix_cached_tokens, u.shifted_cached_tokens, u.recomputed_tokens,
+                            u.prefilled_tokens, plan.reuse_class.value, final.text, r.typed_next,
+                            index=r.index))
+    return max(first, min(end, r.next_event_ms)) if superseded else end
 
 
 def _pct(values: list[float]) -> dict:

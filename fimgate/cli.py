@@ -25,8 +25,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-mb", type=float, default=None, help="KV block pool size in MiB (overrides --budget-tokens)")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
-                   help="weights and KV cache (bfloat16 uses AMX on CPUs that have it)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "int8"],
+                   help="weights and KV cache; int8: int8 weights for one-token steps, fp32 otherwise (CPU)")
 
 
 def _backend_args(p: argparse.ArgumentParser) -> None:
@@ -275,7 +275,7 @@ def cmd_bench_make_trace(a) -> int:
 
 def cmd_bench_quality(a) -> int:
     from bench.humaneval import load
-    from bench.quality import run_quality
+    from bench.quality import run_quality, same_share
     from efim.templates import TEMPLATES, template_for_model
 
     try:
@@ -287,10 +287,22 @@ def cmd_bench_quality(a) -> int:
         raise UserError(f"unknown template {a.template!r}; known: {', '.join(TEMPLATES)}")
     tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
     strategies = _strategies(a)
-    result = run_quality(engine, tmpl, problems, strategies, single_line=a.dataset == "single-line",
-                         max_tokens=a.max_tokens, perturb=a.perturb)
+    run = lambda e: run_quality(e, tmpl, problems, strategies, single_line=a.dataset == "single-line",  # noqa: E731
+                                max_tokens=a.max_tokens, perturb=a.perturb, keep_completions=True)
+    result = run(engine)
+    model_name = engine.model_name
+    if a.compare_dtype:  # the same problems on weights of another precision, completion by completion
+        del engine
+        other = run(_load_engine(argparse.Namespace(**{**vars(a), "dtype": a.compare_dtype})))
+        for s in strategies:
+            other[s][f"same_completion_as_{a.dtype}"] = same_share(other[s]["completions"], result[s]["completions"])
+        result = {a.dtype: result, a.compare_dtype: other}
+    for per_strategy in (result.values() if a.compare_dtype else [result]):
+        for row in per_strategy.values():
+            row.pop("completions", None)
     result["settings"] = {"dataset": a.dataset, "problems": len(problems), "template": tmpl.name,
-                          "model": engine.model_name, "perturb": a.perturb}
+                          "model": model_name, "perturb": a.perturb,
+                          "dtype": a.dtype, "compare_dtype": a.compare_dtype}
     _emit(result, a.json)
     return 0
 
@@ -311,12 +323,24 @@ def cmd_bench_replay(a) -> int:
         raise UserError(str(e)) from None
     if a.time_scale <= 0 or a.max_tokens < 1:
         raise UserError("--time-scale must be > 0 and --max-tokens >= 1")
-    slices = user_slices(reqs, a.users, a.time_scale)
+    if a.schedule == "office":
+        from bench.office import office_slices
+
+        try:
+            lo, hi = (float(x) for x in a.think_s.split(","))
+        except ValueError:
+            raise UserError("--think-s takes two numbers of seconds, e.g. 30,90") from None
+        slices = office_slices(reqs, a.users, a.time_scale, (lo, hi), a.reads, seed=a.seed)
+    else:
+        slices = user_slices(reqs, a.users, a.time_scale)
     from bench.replay import REPLAY_SAMPLING
 
     sampling = replace(REPLAY_SAMPLING, max_tokens=a.max_tokens)
     settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": sum(not r.prewarm for r in reqs),
-                "users": a.users, "prewarm": a.prewarm, "time_scale": a.time_scale, "max_tokens": a.max_tokens}
+                "users": a.users, "prewarm": a.prewarm, "time_scale": a.time_scale, "max_tokens": a.max_tokens,
+                "schedule": a.schedule, "typing_first": a.typing_first}
+    if a.schedule == "office":
+        settings.update(think_s=a.think_s, reads=a.reads, seed=a.seed)
     per_strategy = {}
     if a.live:
         from bench.live import replay_live
@@ -335,7 +359,7 @@ def cmd_bench_replay(a) -> int:
                     engine.reset(pin_policy=policy)
                 total = sum(len(p) for p in slices)
                 outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices, sampling,
-                                           progress=progress_printer(label, total))
+                                           progress=progress_printer(label, total), typing_first=a.typing_first)
                 per_strategy[label] = outcomes
                 result[label] = summarize(outcomes)
         from bench.replay import usefulness_against
@@ -430,6 +454,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stretch the trace's gaps (many simulated people on one small engine)")
     s.add_argument("--max-tokens", type=int, default=16, help="tokens generated per request")
     s.add_argument("--prewarm", action="store_true", help="warm the cache when a file opens or the cursor jumps")
+    s.add_argument("--schedule", choices=["consecutive", "office"], default="consecutive",
+                   help="consecutive: person k types the k-th slice of the trace from t=0; office: people type a "
+                        "file's session, then read (bench/office.py)")
+    s.add_argument("--think-s", default="30,90", help="office: reading pause between sessions, seconds (range)")
+    s.add_argument("--reads", type=int, default=1, help="office: other files opened (pre-warmed) per pause")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--typing-first", action="store_true",
+                   help="typing requests go before queued warm-ups, which prefill in 256-token chunks")
     s.add_argument("--pin-policy", default="pin", help="none, lru-only, pin, random+pin; several (comma) compare them")
     s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")
     s.add_argument("--plot", default=None, metavar="OUT.png")
@@ -452,6 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cache the file, then insert a line above the hole before asking")
     s.add_argument("--max-tokens", type=int, default=128)
     s.add_argument("--data-dir", default=None)
+    s.add_argument("--compare-dtype", choices=["float32", "bfloat16", "int8"], default=None,
+                   help="run again with this --dtype and report the share of identical completions")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_quality)
 

@@ -1,0 +1,78 @@
+"""The replay's scheduler (FIFO against typing-first with chunked warm-ups) and the office
+schedule, on a scripted engine whose prefill costs 1 ms a token."""
+from backend.base import Finished, FimPlan, UsageReport
+from backend.block_tree import common_prefix
+from bench.office import office_slices, sessions
+from bench.replay import replay_strategy, summarize
+from gateway.warmups import WARMUP_CHUNK_TOKENS
+from bench.trace import TraceRequest
+
+
+class ScriptedEngine:
+    def __init__(self):
+        self.cached: dict[str, tuple] = {}
+
+    def generate(self, plan: FimPlan):
+        ids = plan.prompt_ids
+        hit = min(common_prefix(self.cached.get(plan.user_id, ()), ids), len(ids) - 1)
+        self.cached[plan.user_id] = ids
+        n = len(ids) - hit
+        typing = plan.sampling.max_tokens > 0
+        yield Finished("x" if typing else "", UsageReport(prompt_tokens=len(ids), prefix_cached_tokens=hit,
+                                                          prefilled_tokens=n, ttft_ms=n + 1.0 if typing else None,
+                                                          total_ms=n + (2.0 if typing else 0.0)))
+
+
+class WholeText:
+    """A strategy whose prompt is the document, one token a character."""
+
+    def plan(self, user, state, sampling):
+        return FimPlan(prompt_ids=tuple(ord(c) for c in state.text), user_id=user, session_id=state.path,
+                       sampling=sampling)
+
+
+def _req(t, file="a.py", text="abc", prewarm=False, index=0, nxt=None):
+    return TraceRequest(index=index, t_ms=t, file=file, text=text, cursor=len(text), next_event_ms=nxt,
+                        typed_next="", prewarm=prewarm)
+
+
+def test_typing_first_waits_one_chunk_not_a_whole_warmup():
+    big = "y" * 1000
+    slices = [[_req(0, "big.py", big, prewarm=True, index=-1)], [_req(10, "a.py", "abc")]]
+    fifo = replay_strategy(ScriptedEngine(), WholeText(), slices)
+    first = replay_strategy(ScriptedEngine(), WholeText(), slices, typing_first=True)
+    ttft = lambda outs: next(o.ttft_ms for o in outs if not o.prewarm)  # noqa: E731
+    assert ttft(fifo) > 990  # behind the whole 1,000-token warm-up
+    assert ttft(first) <= WARMUP_CHUNK_TOKENS + 4
+    warm = next(o for o in first if o.prewarm)
+    assert warm.prompt_tokens == 1000 and warm.prefilled >= 1000  # the warm-up still finished, chunk by chunk
+    assert summarize(first)["prewarm"]["requests"] == 1
+
+
+def test_fifo_order_is_arrival_order():
+    slices = [[_req(0, text="a" * 50, index=0), _req(5, text="a" * 51, index=1)], [_req(1, "b.py", "b" * 30)]]
+    outs = replay_strategy(ScriptedEngine(), WholeText(), slices)
+    assert [(o.user, o.index) for o in outs] == [(0, 0), (1, 0), (0, 1)]
+
+
+def test_office_deals_sessions_and_reads_in_the_pauses():
+    reqs = []
+    t = 0
+    for f in ("a.py", "b.py", "c.py", "d.py"):
+        for n in range(5):
+            reqs.append(_req(t, f, f * (n + 1), index=len(reqs)))
+            t += 200
+    assert [len(s) for s in sessions(reqs)] == [5, 5, 5, 5]
+    people = office_slices(reqs, 2, time_scale=2.0, think_s=(10, 10), reads=1, seed=1)
+    assert len(people) == 2
+    for k, person in enumerate(people):
+        typed = [r for r in person if not r.prewarm]
+        assert {r.file for r in typed} == ({"a.py", "c.py"} if k == 0 else {"b.py", "d.py"})
+        assert [r.t_ms for r in person] == sorted(r.t_ms for r in person)
+        gaps = [b.t_ms - a.t_ms for a, b in zip(typed, typed[1:]) if a.file == b.file]
+        assert gaps and all(g == 400 for g in gaps)  # the trace's 200 ms, stretched twice
+        reads = [r for r in person if r.prewarm]
+        assert len(reads) == 2 and all(r.cursor == 0 and r.text for r in reads)
+        # a read falls between the person's sessions (or after the last), never inside one
+        first_session_end = max(r.t_ms for r in typed if r.file == typed[0].file)
+        assert reads[0].t_ms - first_session_end == 5000  # halfway through the 10 s pause
