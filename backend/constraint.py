@@ -32,3 +32,31 @@ class TextPrefixIndex:
         for n in range(1, len(remaining)):
             out = out + self._exact.get(remaining[:n], [])  # tokens that are a strict prefix of it
         return out
+
+
+class HealingCursor:
+    """One generation's progress through a healing constraint: which tokens may come next, and
+    which bytes of a sampled token are new output (the re-spelled text is not repeated)."""
+
+    def __init__(self, index: TextPrefixIndex, text: bytes) -> None:
+        self.index = index
+        self.pending = text
+
+    def allowed(self) -> list[int] | None:
+        """The tokens allowed next; None: any (done, or nothing in the vocabulary spells it)."""
+        if not self.pending:
+            return None
+        ids = self.index.allowed_ids(self.pending)
+        if not ids:
+            self.pending = b""
+        return ids or None
+
+    def take(self, data: bytes) -> bytes:
+        """Feed a sampled token's bytes; returns the part that is output."""
+        if not self.pending:
+            return data
+        if data.startswith(self.pending):
+            out, self.pending = data[len(self.pending):], b""
+            return out
+        self.pending = self.pending[len(data):]
+        return b""

@@ -26,7 +26,7 @@ import torch
 from backend.base import (CancelToken, ContextOverflowError, Finished, FimPlan, PinReceipt, ReuseHint,  # noqa: F401
                           StreamEvent, TextDelta, UsageReport)
 from backend.block_tree import BlockTree, common_prefix
-from backend.constraint import TextPrefixIndex
+from backend.constraint import HealingCursor, TextPrefixIndex
 from backend.llama import KVBuffer, LlamaModel
 from backend.pinning import KeystrokePins
 from backend.sampler import sample
@@ -211,7 +211,7 @@ class EmbeddedEngine:
         if self._tokenizer.eos_id is not None:
             stop_ids.add(self._tokenizer.eos_id)
         stops = StopStrings(plan.sampling.stop)
-        pending = heal
+        healing = HealingCursor(self._heal_index, heal)
         t_first = None
         num_out = 0
         finish = "length"
@@ -220,24 +220,14 @@ class EmbeddedEngine:
             if cancel.cancelled:
                 finish = "cancelled"
                 break
-            allowed = self._heal_index.allowed_ids(pending) if pending else None
-            if allowed is not None and not allowed:
-                allowed = None  # nothing in the vocabulary spells it: generate freely
-                pending = b""
-            tok = sample(logits, plan.sampling, gen, allowed)
+            tok = sample(logits, plan.sampling, gen, healing.allowed())
             if t_first is None:
                 t_first = time.perf_counter()
-            if tok in stop_ids and not pending:
+            if tok in stop_ids and not healing.pending:
                 finish = "stop"
                 break
-            data = token_bytes[tok]
-            if pending:
-                if data.startswith(pending):
-                    data, pending = data[len(pending):], b""
-                else:
-                    data, pending = b"", pending[len(data):]
-            else:
-                num_out += 1
+            num_out += not healing.pending
+            data = healing.take(token_bytes[tok])
             piece = stops.feed(data) if data else ""
             if piece:
                 yield TextDelta(piece)

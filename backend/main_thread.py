@@ -30,9 +30,10 @@ class MainThreadRunner:
         self._seq = itertools.count()
         self._stopped = threading.Event()
 
-    def submit(self, make: Callable[[], Iterator], priority: int = 0) -> Iterator:
+    def submit(self, make: Callable[[], Iterator], priority: float = 0) -> Iterator:
         """Queue a job; iterate the result to receive its events as the main thread makes them.
-        Queued jobs run by priority (lower first: typing before warm-ups), then in order."""
+        Queued jobs run by priority (lower first; the gateway passes gateway.warmups.order_key),
+        then in order."""
         out: queue.Queue = queue.Queue()
         self._jobs.put((priority, next(self._seq), make, out))
 

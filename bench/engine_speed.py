@@ -50,7 +50,7 @@ def measure(engine, prefill_tokens: int = 1000, cached_tokens: int = 2000) -> di
     decode_step_ms = 1000 / statistics.median(long_)
     return {
         "model": engine.model_name,
-        "threads": __import__("torch").get_num_threads(),
+        "threads": getattr(engine, "threads", None) or __import__("torch").get_num_threads(),
         "prefill_tokens": prefill_tokens,
         "prefill_tokens_per_s": round(statistics.median(prefill), 1),
         "decode_tokens_per_s_at_32": round(statistics.median(short), 1),
@@ -61,3 +61,14 @@ def measure(engine, prefill_tokens: int = 1000, cached_tokens: int = 2000) -> di
         "decode_step_ms_at_cached": round(decode_step_ms, 1),
         "append_ttft_in_decode_steps": round(statistics.median(append) / decode_step_ms, 2),
     }
+
+
+def compare(ours: dict, peer: dict) -> dict:
+    """The issue's ratios: append TTFT ours/peer (goal <= 1.5), prefill and decode ours/peer
+    (goals >= 1 and >= 0.5)."""
+    ratio = lambda a, b: round(a / b, 2) if a and b else None  # noqa: E731
+    long_key = f"decode_tokens_per_s_at_{ours['cached_tokens']}"
+    return {"append_1_token_ttft": ratio(ours["append_1_token_ttft_ms"], peer["append_1_token_ttft_ms"]),
+            "prefill_tokens_per_s": ratio(ours["prefill_tokens_per_s"], peer["prefill_tokens_per_s"]),
+            "decode_tokens_per_s_at_32": ratio(ours["decode_tokens_per_s_at_32"], peer["decode_tokens_per_s_at_32"]),
+            long_key: ratio(ours[long_key], peer.get(long_key))}

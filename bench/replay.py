@@ -21,12 +21,12 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 
-from backend.base import SamplingParams, last_finished
+from backend.base import FimPlan, SamplingParams, last_finished
 from backend.block_tree import common_prefix
 from bench.strategies import Strategy
 from bench.trace import TraceRequest
 from efim.planner import EditorState
-from gateway.warmups import WARMUP_CHUNK_TOKENS
+from gateway.warmups import chunk_ends
 
 REPLAY_SAMPLING = SamplingParams(max_tokens=16, stop=("\n",))
 
@@ -73,26 +73,30 @@ class _Warmup:
     t_req: float
     k: int
     i: int
-    plan: object = None
-    done: int = 0  # prompt tokens prefilled so far
-    first_start: float = 0.0
-    usage: list = field(default_factory=list)
-    outcome: Outcome | None = None
+    plan: FimPlan | None = None
+    ends: list[int] = field(default_factory=list)  # the chunks' prompt lengths still to run
+    started: float = 0.0
+    prefix_cached: int = 0  # of the first chunk: what the warm-up found cached
+    shifted: int = 0
+    prefilled: int = 0
+    recomputed: int = 0
 
 
 def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]],
                     sampling: SamplingParams = REPLAY_SAMPLING, progress=None,
-                    typing_first: bool = False) -> list[Outcome]:
+                    warmup_yield_ms: float | None = None) -> list[Outcome]:
     """Run every request of every person on one engine, in the order a scheduler would.
 
-    FIFO (default): requests run in arrival order, a warm-up to its end. `typing_first`: what
-    the gateway does (gateway/warmups.py): a queued typing request goes before queued warm-ups,
-    which prefill in WARMUP_CHUNK_TOKENS-token chunks, so a file opened by someone else delays a
-    keystroke by one chunk at most."""
+    warmup_yield_ms None (FIFO, the default): requests run in arrival order, a warm-up to its
+    end. Otherwise what the gateway does (gateway/warmups.py): warm-ups prefill in
+    WARMUP_CHUNK_TOKENS-token chunks and are ordered as if they had arrived warmup_yield_ms
+    later, so typing that comes within that time goes first (math.inf: typing always first); a
+    person's typing request drops their own warm-up's chunks still queued, in the same file."""
     pending = [(r.t_ms, k, i) for k, part in enumerate(slices) for i, r in enumerate(part)]
     heapq.heapify(pending)
     typing: list = []  # arrived typing requests, a heap by arrival
     warmups: list[_Warmup] = []  # arrived warm-ups, in arrival order
+    delay = 0.0 if warmup_yield_ms is None else warmup_yield_ms
     now = 0.0
     outcomes = []
     while pending or typing or warmups:
@@ -105,43 +109,50 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
         if not typing and not warmups:
             now = pending[0][0]
             continue
-        if typing and (typing_first or not warmups or typing[0][0] < warmups[0].t_req):
+        if typing and (not warmups or typing[0][0] < warmups[0].t_req + delay):
             t_req, k, i = heapq.heappop(typing)
-            now = _run_typing(engine, strategy, slices[k][i], k, t_req, now, sampling, outcomes)
+            r = slices[k][i]
+            if warmup_yield_ms is not None:  # the gateway's cancel-previous, per (user, file)
+                for w in [w for w in warmups if w.k == k and slices[k][w.i].file == r.file]:
+                    warmups.remove(w)
+                    outcomes.append(_warmup_outcome(w, now))
+            now = _run_typing(engine, strategy, r, k, t_req, now, sampling, outcomes)
         else:
             w = warmups[0]
-            now = _run_warmup_chunk(engine, strategy, slices[w.k][w.i], w, now,
-                                    WARMUP_CHUNK_TOKENS if typing_first else None)
-            if w.outcome is not None:
-                warmups.pop(0)
-                outcomes.append(w.outcome)
-            else:
+            now = _run_warmup_chunk(engine, strategy, slices[w.k][w.i], w, now, whole=warmup_yield_ms is None)
+            if w.ends:
                 continue
+            warmups.pop(0)
+            outcomes.append(_warmup_outcome(w, now))
         if progress:
             progress(len(outcomes))
     return outcomes
 
 
-def _run_warmup_chunk(engine, strategy: Strategy, r: TraceRequest, w: _Warmup, now: float,
-                      chunk: int | None) -> float:
-    """Prefill the warm-up's next chunk (all of it when chunk is None); returns the new clock."""
-    if w.plan is None:
+def _run_warmup_chunk(engine, strategy: Strategy, r: TraceRequest, w: _Warmup, now: float, whole: bool) -> float:
+    """Prefill the warm-up's next chunk (all of its prompt when `whole`); returns the new clock."""
+    first = w.plan is None
+    if first:
         state = EditorState(f"u{w.k}", r.file, r.text, r.cursor, path=r.file)
-        w.plan = replace(strategy.plan(f"u{w.k}", state, SamplingParams(max_tokens=0)), issued_at_s=now / 1000,
-                         prewarm=True)
-        w.first_start = now
-    ids = w.plan.prompt_ids
-    end = len(ids) if chunk is None else min(len(ids), w.done + chunk)
-    u = last_finished(engine.generate(replace(w.plan, prompt_ids=ids[:end], issued_at_s=now / 1000))).usage
-    w.usage.append(u)
-    w.done = end
-    now += u.total_ms or 0
-    if end >= len(ids):
-        first = w.usage[0]
-        w.outcome = Outcome(w.k, None, now - w.first_start, False, False, False, len(ids), first.prefix_cached_tokens,
-                            first.shifted_cached_tokens, sum(x.recomputed_tokens for x in w.usage),
-                            sum(x.prefilled_tokens for x in w.usage), w.plan.reuse_class.value, prewarm=True)
-    return now
+        w.plan = replace(strategy.plan(f"u{w.k}", state, SamplingParams(max_tokens=0)), prewarm=True)
+        n = len(w.plan.prompt_ids)
+        w.ends = [n] if whole else chunk_ends(n)
+        w.started = now
+    end = w.ends.pop(0)
+    u = last_finished(engine.generate(replace(w.plan, prompt_ids=w.plan.prompt_ids[:end], issued_at_s=now / 1000))).usage
+    if first:
+        w.prefix_cached, w.shifted = u.prefix_cached_tokens, u.shifted_cached_tokens
+    w.prefilled += u.prefilled_tokens
+    w.recomputed += u.recomputed_tokens
+    return now + (u.total_ms or 0)
+
+
+def _warmup_outcome(w: _Warmup, now: float) -> Outcome:
+    p = w.plan
+    if p is None:  # dropped before its first chunk
+        return Outcome(w.k, None, None, False, True, True, prewarm=True)
+    return Outcome(w.k, None, now - w.started, False, bool(w.ends), False, len(p.prompt_ids), w.prefix_cached,
+                   w.shifted, w.recomputed, w.prefilled, p.reuse_class.value, prewarm=True)
 
 
 def _run_typing(engine, strategy: Strategy, r: TraceRequest, k: int, t_req: float, now: float,

@@ -23,6 +23,17 @@ import httpx
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVED_NAME = "smollm2-135m"
 START_TIMEOUT_S = 600
+DEFAULT_MODEL_DIR = os.path.join(ROOT, "out", "smollm2-hf")
+
+
+def exported_model(model_dir: str = DEFAULT_MODEL_DIR) -> str:
+    """The bundled model as a Hugging Face folder for vLLM, exported on first use."""
+    if not os.path.exists(os.path.join(model_dir, "config.json")):
+        from backend.bundled import resolve_model
+        from backend.hf_export import export_hf
+
+        export_hf(resolve_model(None), model_dir)
+    return model_dir
 
 
 def vllm_python() -> str | None:
@@ -106,16 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--servers", type=int, default=1)
     ap.add_argument("--port", type=int, default=8601, help="first port; the next servers take the next ones")
-    ap.add_argument("--model-dir", default=os.path.join(ROOT, "out", "smollm2-hf"),
+    ap.add_argument("--model-dir", default=DEFAULT_MODEL_DIR,
                     help="HF folder (exported from the bundled model when missing)")
     ap.add_argument("--num-blocks", type=int, default=None, help="KV blocks per server (default: from memory)")
     ap.add_argument("--pins", action="store_true", help="load the keystroke pin connector")
     a = ap.parse_args(argv)
-    if not os.path.exists(os.path.join(a.model_dir, "config.json")):
-        from backend.bundled import resolve_model
-        from backend.hf_export import export_hf
-
-        export_hf(resolve_model(None), a.model_dir)
+    exported_model(a.model_dir)
     ports = [a.port + i for i in range(a.servers)]
 
     def stop(*_):

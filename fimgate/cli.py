@@ -6,8 +6,10 @@ on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from dataclasses import replace
 import json
+import math
 import os
 import sys
 
@@ -247,11 +249,45 @@ def cmd_bench_prefill(a) -> int:
     return 0
 
 
-def cmd_bench_engine(a) -> int:
-    from bench.engine_speed import measure
+def _peer_names(a) -> list[str]:
+    from bench.peers import parse_peers
 
+    try:
+        return parse_peers(a.peers)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+@contextlib.contextmanager
+def _open_peers(a, engine):
+    """The --peers, started on the model `engine` runs ({} without --peers), or a UserError."""
+    from backend.bundled import resolve_model
+    from bench.peers import open_peers
+
+    names = _peer_names(a)
+    stack = contextlib.ExitStack()
+    try:
+        peers = stack.enter_context(open_peers(names, resolve_model(a.model) if names else "", engine.tokenizer,
+                                               engine.model_name))
+    except (RuntimeError, FileNotFoundError) as e:
+        raise UserError(f"peers: {e}") from None
+    with stack:
+        yield peers
+
+
+def cmd_bench_engine(a) -> int:
+    from bench.engine_speed import compare, measure
+
+    _peer_names(a)
     engine = _load_engine(a)
-    _emit(measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens), a.json)
+    result = measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)
+    with _open_peers(a, engine) as peers:
+        if peers:
+            result = {"fimgate": result}
+            for name, peer in peers.items():
+                result[name] = measure(peer, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)
+                result[f"fimgate_vs_{name}"] = compare(result["fimgate"], result[name])
+    _emit(result, a.json)
     return 0
 
 
@@ -307,13 +343,24 @@ def cmd_bench_quality(a) -> int:
     return 0
 
 
+def _warmup_yield_ms(a) -> float | None:
+    if a.typing_first and a.warmup_yield_ms is not None:
+        raise UserError("--typing-first is --warmup-yield-ms infinity; give one of them")
+    if a.warmup_yield_ms is not None and a.warmup_yield_ms < 0:
+        raise UserError("--warmup-yield-ms must be >= 0")
+    return math.inf if a.typing_first else a.warmup_yield_ms
+
+
 def cmd_bench_replay(a) -> int:
+    from bench.peers import peer_strategies
     from bench.replay import progress_printer, replay_strategy, summarize, user_slices
     from bench.strategies import Strategy
     from bench.trace import TraceError, debounced_requests, read_events
     from efim.templates import TEMPLATES, template_for_model
 
     strategies = _strategies(a)
+    _peer_names(a)
+    yield_ms = _warmup_yield_ms(a)
     if a.users < 1:
         raise UserError("--users must be at least 1")
     try:
@@ -338,7 +385,7 @@ def cmd_bench_replay(a) -> int:
     sampling = replace(REPLAY_SAMPLING, max_tokens=a.max_tokens)
     settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": sum(not r.prewarm for r in reqs),
                 "users": a.users, "prewarm": a.prewarm, "time_scale": a.time_scale, "max_tokens": a.max_tokens,
-                "schedule": a.schedule, "typing_first": a.typing_first}
+                "schedule": a.schedule, "warmup_yield_ms": yield_ms}
     if a.schedule == "office":
         settings.update(think_s=a.think_s, reads=a.reads, seed=a.seed)
     per_strategy = {}
@@ -359,9 +406,17 @@ def cmd_bench_replay(a) -> int:
                     engine.reset(pin_policy=policy)
                 total = sum(len(p) for p in slices)
                 outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices, sampling,
-                                           progress=progress_printer(label, total), typing_first=a.typing_first)
+                                           progress=progress_printer(label, total), warmup_yield_ms=yield_ms)
                 per_strategy[label] = outcomes
                 result[label] = summarize(outcomes)
+        with _open_peers(a, engine) as peers:
+            for peer_name, peer in peers.items():
+                for name in peer_strategies(strategies):
+                    label = f"{peer_name}/{name}"
+                    outcomes = replay_strategy(peer, Strategy(name, peer.tokenizer, tmpl), slices, sampling,
+                                               progress=progress_printer(label, total), warmup_yield_ms=yield_ms)
+                    per_strategy[label] = outcomes
+                    result[label] = summarize(outcomes)
         from bench.replay import usefulness_against
 
         reference = next((label for label in per_strategy if label.startswith("no-cache")), None)
@@ -461,10 +516,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reads", type=int, default=1, help="office: other files opened (pre-warmed) per pause")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--typing-first", action="store_true",
-                   help="typing requests go before queued warm-ups, which prefill in 256-token chunks")
+                   help="typing requests go before queued warm-ups, which prefill in 64-token chunks")
+    s.add_argument("--warmup-yield-ms", type=float, default=None,
+                   help="warm-ups in 64-token chunks, yielding to typing for this long, then in arrival order "
+                        "(the gateway's policy; default: FIFO, warm-ups whole)")
     s.add_argument("--pin-policy", default="pin", help="none, lru-only, pin, random+pin; several (comma) compare them")
     s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")
     s.add_argument("--plot", default=None, metavar="OUT.png")
+    s.add_argument("--peers", default=None, metavar="llama.cpp,vllm",
+                   help="also replay no-cache/psm-prefix/efim on these engines (bench/peers.py)")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_replay)
 
@@ -494,6 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     _backend_args(s)
     s.add_argument("--prefill-tokens", type=int, default=1000)
     s.add_argument("--cached-tokens", type=int, default=2000)
+    s.add_argument("--peers", default=None, metavar="llama.cpp,vllm", help="measure these engines too (bench/peers.py)")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_engine)
     return p

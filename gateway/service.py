@@ -4,18 +4,19 @@ Per (user, document) session, a new request supersedes the one in flight: the ol
 cancel token is set, so its generation stops before its next token and its stream ends
 cleanly. Planning is serialized (the planner's sessions are plain dicts). Generation runs on
 the main thread when a `MainThreadRunner` is given (servers: see backend/main_thread.py for
-why), typing first and warm-ups in chunks (gateway/warmups.py), else in the caller's thread;
+why), warm-ups in chunks that yield to typing (gateway/warmups.py), else in the caller's thread;
 the backend serializes compute either way.
 """
 from __future__ import annotations
 
 import threading
+import time
 from typing import Iterator
 
 from backend.base import Backend, CancelToken, Finished, SamplingParams, StreamEvent, last_finished
 from backend.main_thread import MainThreadRunner
 from efim.planner import EditorState, EfimPlanner
-from gateway.warmups import TYPING, WARMUP, is_warmup, run_chunked
+from gateway.warmups import is_warmup, order_key, run_chunked
 
 
 class CompletionService:
@@ -43,10 +44,12 @@ class CompletionService:
             if self.runner is None:
                 yield from self.backend.generate(plan, cancel)
             elif is_warmup(plan) and getattr(self.backend, "chunked_warmups", False):
+                key = order_key(time.monotonic(), warmup=True)
                 yield from run_chunked(plan, lambda p: self.runner.submit(lambda: self.backend.generate(p, cancel),
-                                                                          priority=WARMUP), lambda: cancel.cancelled)
+                                                                          priority=key), lambda: cancel.cancelled)
             else:
-                yield from self.runner.submit(lambda: self.backend.generate(plan, cancel), priority=TYPING)
+                yield from self.runner.submit(lambda: self.backend.generate(plan, cancel),
+                                              priority=order_key(time.monotonic(), warmup=False))
         finally:
             with self._lock:
                 if self._inflight.get(key) is cancel:

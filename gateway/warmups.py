@@ -1,11 +1,14 @@
-"""Warm-ups (a file opened, the cursor jumped; max_tokens 0) yield to typing.
+"""Warm-ups (a file opened, the cursor jumped; max_tokens 0) yield to typing, for a while.
 
 A warm-up's prefill is the biggest job the gateway runs (1-3k tokens: seconds on a CPU) and
 nobody waits for it, while a keystroke waits for everything queued ahead of it. So a warm-up
-runs in chunks of WARMUP_CHUNK_TOKENS at low priority: each chunk is a prefix of its prompt,
-which the prefix cache extends chunk by chunk, and a typing request queued meanwhile runs
-before the next chunk - it waits one chunk at most (64 tokens: ~170 ms here).
-`bench replay --typing-first` replays the same policy.
+runs in chunks of WARMUP_CHUNK_TOKENS: each chunk is a prefix of its prompt, which the prefix
+cache extends chunk by chunk, and the runner orders jobs by `order_key`: typing by arrival, a
+warm-up's chunks as if it had arrived WARMUP_YIELD_S later. A keystroke that comes within
+that time waits one chunk at most (64 tokens: ~170 ms here); after it, the warm-up takes its
+turn - yielding for ever starves warm-ups under load, and the person who opened the file
+then pays the prefill on their first keystroke (measured: README, "Warm-ups and typing").
+`bench replay --warmup-yield-ms` replays the same policy.
 """
 from __future__ import annotations
 
@@ -15,7 +18,12 @@ from typing import Callable, Iterator
 from backend.base import Finished, FimPlan, StreamEvent
 
 WARMUP_CHUNK_TOKENS = 64
-TYPING, WARMUP = 0, 1  # MainThreadRunner priorities: lower runs first
+WARMUP_YIELD_S = 0.5
+
+
+def order_key(arrived_s: float, warmup: bool) -> float:
+    """The MainThreadRunner priority (lower runs first) of a job that arrived at `arrived_s`."""
+    return arrived_s + (WARMUP_YIELD_S if warmup else 0.0)
 
 
 def is_warmup(plan: FimPlan) -> bool:

@@ -47,3 +47,12 @@ def test_bad_input_is_a_clear_error_not_a_traceback(tmp_path, case, needle):
 def test_models_lists_the_bundled_model():
     r = fimgate("models")
     assert r.returncode == 0 and "smollm2-135m" in r.stdout and ".gguf" in r.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["bench", "engine", "--peers", "llama.cpp,ollama"], "unknown peer 'ollama'"),
+    (["bench", "replay", "x.jsonl", "--typing-first", "--warmup-yield-ms", "500"], "give one of them"),
+])
+def test_bad_benchmark_flags_are_clear_errors(args, needle):
+    r = fimgate(*args)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr

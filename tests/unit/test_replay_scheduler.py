@@ -1,5 +1,7 @@
 """The replay's scheduler (FIFO against typing-first with chunked warm-ups) and the office
 schedule, on a scripted engine whose prefill costs 1 ms a token."""
+import math
+
 from backend.base import Finished, FimPlan, UsageReport
 from backend.block_tree import common_prefix
 from bench.office import office_slices, sessions
@@ -40,7 +42,7 @@ def test_typing_first_waits_one_chunk_not_a_whole_warmup():
     big = "y" * 1000
     slices = [[_req(0, "big.py", big, prewarm=True, index=-1)], [_req(10, "a.py", "abc")]]
     fifo = replay_strategy(ScriptedEngine(), WholeText(), slices)
-    first = replay_strategy(ScriptedEngine(), WholeText(), slices, typing_first=True)
+    first = replay_strategy(ScriptedEngine(), WholeText(), slices, warmup_yield_ms=math.inf)
     ttft = lambda outs: next(o.ttft_ms for o in outs if not o.prewarm)  # noqa: E731
     assert ttft(fifo) > 990  # behind the whole 1,000-token warm-up
     assert ttft(first) <= WARMUP_CHUNK_TOKENS + 4
@@ -76,3 +78,30 @@ def test_office_deals_sessions_and_reads_in_the_pauses():
         # a read falls between the person's sessions (or after the last), never inside one
         first_session_end = max(r.t_ms for r in typed if r.file == typed[0].file)
         assert reads[0].t_ms - first_session_end == 5000  # halfway through the 10 s pause
+
+
+def test_a_warmup_yields_for_its_yield_time_then_takes_its_turn():
+    big = "y" * 1000
+    # person 0 opens a big file at t=0 (1 ms a token: ~1 s of chunks); person 1 types at 10 and 300 ms
+    slices = [[_req(0, "big.py", big, prewarm=True, index=-1)],
+              [_req(10, "a.py", "abc", index=0), _req(300, "a.py", "abcd", index=1)]]
+    ttft = lambda outs, i: next(o.ttft_ms for o in outs if o.index == i)  # noqa: E731
+    outs = replay_strategy(ScriptedEngine(), WholeText(), slices, warmup_yield_ms=200)
+    assert ttft(outs, 0) <= WARMUP_CHUNK_TOKENS + 4  # came within the yield: one chunk at most
+    assert ttft(outs, 1) > 600  # came after it: the warm-up's turn, its remaining chunks go first
+    warm = next(o for o in outs if o.prewarm)
+    assert warm.prefilled >= 1000 and not warm.cancelled
+    first = replay_strategy(ScriptedEngine(), WholeText(), slices, warmup_yield_ms=math.inf)
+    assert ttft(first, 1) <= WARMUP_CHUNK_TOKENS + 4
+
+
+def test_a_persons_key_drops_their_own_queued_warmup_chunks():
+    big = "y" * 1000
+    # person 0 opens big.py and types in it at once; person 1 keeps the engine busy meanwhile
+    slices = [[_req(0, "big.py", big, prewarm=True, index=-1), _req(100, "big.py", big + "z", index=0)],
+              [_req(1, "a.py", "a" * 200, index=0)]]
+    outs = replay_strategy(ScriptedEngine(), WholeText(), slices, warmup_yield_ms=math.inf)
+    warm = next(o for o in outs if o.prewarm)
+    assert warm.cancelled and warm.prefilled < 1000  # its chunks stopped when its owner typed
+    key = next(o for o in outs if o.user == 0 and not o.prewarm)
+    assert key.prompt_tokens == 1001 and key.prefix_cached + key.prefilled == 1001

@@ -4,7 +4,7 @@ import time
 
 from backend.base import Finished, FimPlan, SamplingParams, UsageReport
 from backend.main_thread import MainThreadRunner
-from gateway.warmups import TYPING, WARMUP, chunk_ends, is_warmup, run_chunked
+from gateway.warmups import WARMUP_YIELD_S, chunk_ends, is_warmup, order_key, run_chunked
 
 
 def test_chunks_cover_the_prompt_in_growing_prefixes():
@@ -32,7 +32,8 @@ def test_a_chunked_warmup_reports_every_chunks_prefill():
     assert len(stopped) == 1 and seen[-1] == 64  # cancelled: no more chunks
 
 
-def test_typing_jumps_ahead_of_queued_warmup_chunks():
+def _served_order(jobs: list[tuple[str, float]]) -> list[str]:
+    """Submit a long warm-up chunk (key 0 + yield), then `jobs` (name, key) while it runs."""
     runner = MainThreadRunner()
     order = []
     release = threading.Event()
@@ -45,14 +46,25 @@ def test_typing_jumps_ahead_of_queued_warmup_chunks():
             yield name
         return make
 
-    streams = [runner.submit(job("warm-1", wait=True), priority=WARMUP)]
-    worker = threading.Thread(target=runner.serve_forever, kwargs={"until": lambda: len(order) == 3})
+    t0 = 100.0  # arrival times are explicit: the runner orders by key alone
+    streams = [runner.submit(job("warm-1", wait=True), priority=order_key(t0, warmup=True))]
+    worker = threading.Thread(target=runner.serve_forever, kwargs={"until": lambda: len(order) == len(jobs) + 1})
     worker.start()  # (any thread may serve in a test; servers use the main thread)
     time.sleep(0.3)  # warm-1 is running
-    streams.append(runner.submit(job("warm-2"), priority=WARMUP))
-    streams.append(runner.submit(job("keystroke"), priority=TYPING))
+    streams += [runner.submit(job(name), priority=order_key(t0 + dt, warmup=name.startswith("warm")))
+                for name, dt in jobs]
     release.set()
     for s in streams:
         list(s)
     worker.join(5)
-    assert order == ["warm-1", "keystroke", "warm-2"]
+    return order
+
+
+def test_typing_within_the_yield_jumps_ahead_of_queued_warmup_chunks():
+    # warm-2 is the same warm-up's next chunk (arrived with it at t0); the key comes 0.1 s later
+    assert _served_order([("warm-2", 0.0), ("keystroke", 0.1)]) == ["warm-1", "keystroke", "warm-2"]
+
+
+def test_a_warmup_past_its_yield_goes_before_later_typing():
+    late = WARMUP_YIELD_S + 0.1
+    assert _served_order([("warm-2", 0.0), ("keystroke", late)]) == ["warm-1", "warm-2", "keystroke"]

@@ -1,0 +1,62 @@
+"""The llama.cpp peer (bench/llama_cpp_peer.py) on the bundled GGUF: the same token prompts,
+llama-server-style prompt reuse, fimgate's stops and healing. Skips without llama-cpp-python
+(an optional extra: `pip install 'fimgate[peers]'`; CI does not build llama.cpp)."""
+import json
+
+import pytest
+
+from backend.base import FimPlan, HealingConstraint, SamplingParams, last_finished
+from tests.conftest import source_files
+from tests.integration.test_cli import fimgate
+
+pytest.importorskip("llama_cpp")
+
+
+@pytest.fixture(scope="module")
+def peer(bundled_path, smol_tok):
+    from bench.llama_cpp_peer import LlamaCppPeer
+
+    return LlamaCppPeer(bundled_path, smol_tok, "smollm2-135m")
+
+
+def _run(peer, ids, user="u", **sampling):
+    plan = FimPlan(prompt_ids=tuple(ids), user_id=user, session_id="s", sampling=SamplingParams(**sampling))
+    return last_finished(peer.generate(plan))
+
+
+def test_llama_cpp_reads_fimgates_token_ids(peer, smol_tok):
+    text = open(source_files()[0], encoding="utf-8").read()[:2000]
+    assert peer._llm.tokenize(text.encode(), add_bos=False, special=False) == smol_tok.encode(text)
+
+
+def test_prompt_reuse_is_the_longest_common_prefix_and_per_user(peer, smol_tok):
+    ids = smol_tok.encode(open(source_files()[1], encoding="utf-8").read())[:400]
+    cold = _run(peer, ids[:300], max_tokens=4).usage
+    assert (cold.prefix_cached_tokens, cold.prefilled_tokens) == (0, 300)
+    append = _run(peer, ids[:301], max_tokens=4).usage
+    assert (append.prefix_cached_tokens, append.prefilled_tokens) == (300, 1)
+    edited = _run(peer, ids[:100] + ids[150:301], max_tokens=4).usage  # text removed at token 100
+    assert edited.prefix_cached_tokens == 100 and edited.prefilled_tokens == 151
+    other = _run(peer, ids[:100] + ids[150:301], user="someone-else", max_tokens=4).usage
+    assert other.prefix_cached_tokens == 0  # nobody reads another user's cache
+
+
+def test_stops_and_healing_as_the_embedded_engine_applies_them(peer, smol_tok):
+    prompt = smol_tok.encode("def fibonacci(n):\n    if n < 2:\n        return n\n    return fib")
+    plan = FimPlan(prompt_ids=tuple(prompt), user_id="h", session_id="s",
+                   sampling=SamplingParams(max_tokens=16, stop=("\n",)), healing=HealingConstraint("onacci(n"))
+    out = last_finished(peer.generate(plan))
+    assert out.text.startswith(" - 1)") and "\n" not in out.text  # after the re-spelled text, one line
+    assert out.usage.finish_reason == "stop"
+
+
+def test_bench_engine_puts_llama_cpp_beside_fimgate():
+    r = fimgate("bench", "engine", "--peers", "llama.cpp", "--prefill-tokens", "200", "--cached-tokens", "300",
+                timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["llama.cpp"]["append_prefilled_tokens"] == 1 and out["fimgate"]["append_prefilled_tokens"] == 1
+    assert out["llama.cpp"]["prefill_tokens_per_s"] > 0 and out["llama.cpp"]["decode_tokens_per_s_at_32"] > 0
+    ratio = out["fimgate_vs_llama.cpp"]["append_1_token_ttft"]
+    assert ratio == pytest.approx(out["fimgate"]["append_1_token_ttft_ms"] / out["llama.cpp"]["append_1_token_ttft_ms"],
+                                  rel=0.02)
