@@ -91,10 +91,11 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
     end. Otherwise what the gateway does (gateway/warmups.py): warm-ups prefill in
     WARMUP_CHUNK_TOKENS-token chunks and are ordered as if they had arrived warmup_yield_ms
     later, so typing that comes within that time goes first (math.inf: typing always first); a
-    person's typing request drops their own warm-up's chunks still queued, in the same file."""
+    person's typing request drops their own warm-up's chunks still queued, in the same file,
+    and takes the warm-up's place in line when that is earlier."""
     pending = [(r.t_ms, k, i) for k, part in enumerate(slices) for i, r in enumerate(part)]
     heapq.heapify(pending)
-    typing: list = []  # arrived typing requests, a heap by arrival
+    typing: list = []  # arrived typing requests, a heap of (place in line, arrival, k, i)
     warmups: list[_Warmup] = []  # arrived warm-ups, in arrival order
     delay = 0.0 if warmup_yield_ms is None else warmup_yield_ms
     now = 0.0
@@ -104,19 +105,20 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
             t, k, i = heapq.heappop(pending)
             if slices[k][i].prewarm:
                 warmups.append(_Warmup(t, k, i))
-            else:
-                heapq.heappush(typing, (t, k, i))
+                continue
+            place = t
+            if warmup_yield_ms is not None:  # the gateway's cancel-previous, per (user, file)
+                for w in [w for w in warmups if w.k == k and slices[k][w.i].file == slices[k][i].file]:
+                    warmups.remove(w)
+                    outcomes.append(_warmup_outcome(w, now))
+                    place = min(place, w.t_req + delay)  # the key takes its warm-up's place in line
+            heapq.heappush(typing, (place, t, k, i))
         if not typing and not warmups:
             now = pending[0][0]
             continue
         if typing and (not warmups or typing[0][0] < warmups[0].t_req + delay):
-            t_req, k, i = heapq.heappop(typing)
-            r = slices[k][i]
-            if warmup_yield_ms is not None:  # the gateway's cancel-previous, per (user, file)
-                for w in [w for w in warmups if w.k == k and slices[k][w.i].file == r.file]:
-                    warmups.remove(w)
-                    outcomes.append(_warmup_outcome(w, now))
-            now = _run_typing(engine, strategy, r, k, t_req, now, sampling, outcomes)
+            _, t_req, k, i = heapq.heappop(typing)
+            now = _run_typing(engine, strategy, slices[k][i], k, t_req, now, sampling, outcomes)
         else:
             w = warmups[0]
             now = _run_warmup_chunk(engine, strategy, slices[w.k][w.i], w, now, whole=warmup_yield_ms is None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Iterator
 
 from backend.base import Backend, CancelToken, Finished, SamplingParams, StreamEvent, last_finished
@@ -19,41 +20,53 @@ from efim.planner import EditorState, EfimPlanner
 from gateway.warmups import is_warmup, order_key, run_chunked
 
 
+@dataclass
+class _InFlight:
+    cancel: CancelToken
+    place: float  # its place in the runner's line (gateway/warmups.py: order_key)
+    warmup: bool
+
+
 class CompletionService:
     def __init__(self, backend: Backend, planner: EfimPlanner, runner: MainThreadRunner | None = None) -> None:
         self.backend = backend
         self.planner = planner
         self.runner = runner
         self._lock = threading.Lock()
-        self._inflight: dict[tuple[str, str], CancelToken] = {}
+        self._inflight: dict[tuple[str, str], _InFlight] = {}
 
     def start(self, state: EditorState, sampling: SamplingParams) -> tuple[Iterator[StreamEvent], CancelToken]:
-        """Plan now (cancelling the session's previous request); return the event stream."""
-        key = (state.user_id, state.document_id)
-        cancel = CancelToken()
+        """Plan now (cancelling the session's previous request); return the event stream.
+        A request that supersedes the session's warm-up takes the warm-up's place in line when
+        that is earlier: the person's first key after opening a file does the warm-up's work."""
+        session = (state.user_id, state.document_id)
+        arrived = time.monotonic()
         with self._lock:
-            previous = self._inflight.get(key)
-            if previous is not None:
-                previous.cancel()
-            self._inflight[key] = cancel
             plan = self.planner.plan(state, sampling)
-        return self._run(key, plan, cancel), cancel
+            warmup = is_warmup(plan)
+            place = order_key(arrived, warmup)
+            previous = self._inflight.get(session)
+            if previous is not None:
+                previous.cancel.cancel()
+                if previous.warmup:
+                    place = min(place, previous.place)
+            job = self._inflight[session] = _InFlight(CancelToken(), place, warmup)
+        return self._run(session, plan, job), job.cancel
 
-    def _run(self, key, plan, cancel: CancelToken) -> Iterator[StreamEvent]:
+    def _run(self, session, plan, job: _InFlight) -> Iterator[StreamEvent]:
+        cancel = job.cancel
         try:
             if self.runner is None:
                 yield from self.backend.generate(plan, cancel)
-            elif is_warmup(plan) and getattr(self.backend, "chunked_warmups", False):
-                key = order_key(time.monotonic(), warmup=True)
+            elif job.warmup and getattr(self.backend, "chunked_warmups", False):
                 yield from run_chunked(plan, lambda p: self.runner.submit(lambda: self.backend.generate(p, cancel),
-                                                                          priority=key), lambda: cancel.cancelled)
+                                                                          priority=job.place), lambda: cancel.cancelled)
             else:
-                yield from self.runner.submit(lambda: self.backend.generate(plan, cancel),
-                                              priority=order_key(time.monotonic(), warmup=False))
+                yield from self.runner.submit(lambda: self.backend.generate(plan, cancel), priority=job.place)
         finally:
             with self._lock:
-                if self._inflight.get(key) is cancel:
-                    del self._inflight[key]
+                if self._inflight.get(session) is job:
+                    del self._inflight[session]
 
     def complete(self, state: EditorState, sampling: SamplingParams) -> Finished:
         events, _ = self.start(state, sampling)
