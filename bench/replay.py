@@ -75,7 +75,7 @@ class _Warmup:
     i: int
     plan: FimPlan | None = None
     ends: list[int] = field(default_factory=list)  # the chunks' prompt lengths still to run
-    started: float = 0.0
+    started: float | None = None  # the clock at its first chunk
     prefix_cached: int = 0  # of the first chunk: what the warm-up found cached
     shifted: int = 0
     prefilled: int = 0
@@ -110,6 +110,8 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
             if warmup_yield_ms is not None:  # the gateway's cancel-previous, per (user, file)
                 for w in [w for w in warmups if w.k == k and slices[k][w.i].file == slices[k][i].file]:
                     warmups.remove(w)
+                    if w.plan is None:  # the gateway planned it on arrival: its anchor is the session's
+                        _plan_warmup(strategy, slices[k][w.i], w, whole=False)
                     outcomes.append(_warmup_outcome(w, now))
                     place = min(place, w.t_req + delay)  # the key takes its warm-up's place in line
             heapq.heappush(typing, (place, t, k, i))
@@ -121,7 +123,9 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
             now = _run_typing(engine, strategy, slices[k][i], k, t_req, now, sampling, outcomes)
         else:
             w = warmups[0]
-            now = _run_warmup_chunk(engine, strategy, slices[w.k][w.i], w, now, whole=warmup_yield_ms is None)
+            if w.plan is None:
+                _plan_warmup(strategy, slices[w.k][w.i], w, whole=warmup_yield_ms is None)
+            now = _run_warmup_chunk(engine, w, now)
             if w.ends:
                 continue
             warmups.pop(0)
@@ -131,14 +135,20 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
     return outcomes
 
 
-def _run_warmup_chunk(engine, strategy: Strategy, r: TraceRequest, w: _Warmup, now: float, whole: bool) -> float:
-    """Prefill the warm-up's next chunk (all of its prompt when `whole`); returns the new clock."""
-    first = w.plan is None
+def _plan_warmup(strategy: Strategy, r: TraceRequest, w: _Warmup, whole: bool) -> _Warmup:
+    """Plan a warm-up (at its first chunk, or when its owner's key cancels it: the gateway plans
+    on arrival, so its anchor is the session's from then on, whether its chunks ran or not)."""
+    state = EditorState(f"u{w.k}", r.file, r.text, r.cursor, path=r.file)
+    w.plan = replace(strategy.plan(f"u{w.k}", state, SamplingParams(max_tokens=0)), prewarm=True)
+    n = len(w.plan.prompt_ids)
+    w.ends = [n] if whole else chunk_ends(n)
+    return w
+
+
+def _run_warmup_chunk(engine, w: _Warmup, now: float) -> float:
+    """Prefill the warm-up's next chunk; returns the new clock."""
+    first = w.started is None
     if first:
-        state = EditorState(f"u{w.k}", r.file, r.text, r.cursor, path=r.file)
-        w.plan = replace(strategy.plan(f"u{w.k}", state, SamplingParams(max_tokens=0)), prewarm=True)
-        n = len(w.plan.prompt_ids)
-        w.ends = [n] if whole else chunk_ends(n)
         w.started = now
     end = w.ends.pop(0)
     u = last_finished(engine.generate(replace(w.plan, prompt_ids=w.plan.prompt_ids[:end], issued_at_s=now / 1000))).usage
@@ -151,8 +161,9 @@ def _run_warmup_chunk(engine, strategy: Strategy, r: TraceRequest, w: _Warmup, n
 
 def _warmup_outcome(w: _Warmup, now: float) -> Outcome:
     p = w.plan
-    if p is None:  # dropped before its first chunk
-        return Outcome(w.k, None, None, False, True, True, prewarm=True)
+    if w.started is None:  # dropped before its first chunk
+        return Outcome(w.k, None, None, False, True, True, len(p.prompt_ids), reuse_class=p.reuse_class.value,
+                       prewarm=True)
     return Outcome(w.k, None, now - w.started, False, bool(w.ends), False, len(p.prompt_ids), w.prefix_cached,
                    w.shifted, w.recomputed, w.prefilled, p.reuse_class.value, prewarm=True)
 

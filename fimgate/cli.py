@@ -311,6 +311,7 @@ def cmd_bench_make_trace(a) -> int:
 
 def cmd_bench_quality(a) -> int:
     from bench.humaneval import load
+    from bench.peers import peer_strategies
     from bench.quality import run_quality, same_share
     from efim.templates import TEMPLATES, template_for_model
 
@@ -323,17 +324,32 @@ def cmd_bench_quality(a) -> int:
         raise UserError(f"unknown template {a.template!r}; known: {', '.join(TEMPLATES)}")
     tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
     strategies = _strategies(a)
-    run = lambda e: run_quality(e, tmpl, problems, strategies, single_line=a.dataset == "single-line",  # noqa: E731
-                                max_tokens=a.max_tokens, perturb=a.perturb, keep_completions=True)
-    result = run(engine)
+    _peer_names(a)
+
+    def run(e, names):
+        return run_quality(e, tmpl, problems, names, single_line=a.dataset == "single-line", max_tokens=a.max_tokens,
+                           perturb=a.perturb, keep_completions=True)
+
+    def compare(other: dict, names: list[str], label: str) -> dict:
+        for s in names:
+            other[s][f"same_completion_as_{label}"] = same_share(other[s]["completions"], result[s]["completions"])
+        return other
+
+    result = run(engine, strategies)
     model_name = engine.model_name
-    if a.compare_dtype:  # the same problems on weights of another precision, completion by completion
+    peer_results = {}
+    with _open_peers(a, engine) as peers:  # the same problems on other engines, completion by completion
+        for name, peer in peers.items():
+            peer_results[name] = compare(run(peer, peer_strategies(strategies)), peer_strategies(strategies),
+                                         f"fimgate_{a.dtype}")
+    if a.compare_dtype:  # the same problems on weights of another precision
         del engine
-        other = run(_load_engine(argparse.Namespace(**{**vars(a), "dtype": a.compare_dtype})))
-        for s in strategies:
-            other[s][f"same_completion_as_{a.dtype}"] = same_share(other[s]["completions"], result[s]["completions"])
-        result = {a.dtype: result, a.compare_dtype: other}
-    for per_strategy in (result.values() if a.compare_dtype else [result]):
+        other = run(_load_engine(argparse.Namespace(**{**vars(a), "dtype": a.compare_dtype})), strategies)
+        result = {a.dtype: result, a.compare_dtype: compare(other, strategies, a.dtype)}
+    elif peer_results:
+        result = {"fimgate": result}
+    result.update(peer_results)
+    for per_strategy in (result.values() if a.compare_dtype or peer_results else [result]):
         for row in per_strategy.values():
             row.pop("completions", None)
     result["settings"] = {"dataset": a.dataset, "problems": len(problems), "template": tmpl.name,
@@ -546,6 +562,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data-dir", default=None)
     s.add_argument("--compare-dtype", choices=["float32", "bfloat16", "int8"], default=None,
                    help="run again with this --dtype and report the share of identical completions")
+    s.add_argument("--peers", default=None, metavar="llama.cpp,vllm",
+                   help="run no-cache/efim on these engines too, with the share of completions identical to fimgate's")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_quality)
 

@@ -60,3 +60,20 @@ def test_bench_engine_puts_llama_cpp_beside_fimgate():
     ratio = out["fimgate_vs_llama.cpp"]["append_1_token_ttft"]
     assert ratio == pytest.approx(out["fimgate"]["append_1_token_ttft_ms"] / out["llama.cpp"]["append_1_token_ttft_ms"],
                                   rel=0.02)
+
+
+def test_bench_quality_compares_llama_cpps_completions_with_fimgates():
+    from tests.conftest import SHARED
+    import os
+
+    data = os.path.join(SHARED, "data", "humaneval-infilling")
+    if not os.path.isdir(data):
+        pytest.skip("HumanEval infilling data (../shared) not here")
+    r = fimgate("bench", "quality", "--limit", "2", "--strategies", "no-cache,efim+correction", "--max-tokens", "16",
+                "--data-dir", data, "--peers", "llama.cpp", timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out["fimgate"]) == {"no-cache", "efim+correction"} and set(out["llama.cpp"]) == {"no-cache"}
+    row = out["llama.cpp"]["no-cache"]
+    assert row["problems"] == 2 and 0 <= row["same_completion_as_fimgate_float32"] <= 100
+    assert "completions" not in row and "completions" not in out["fimgate"]["no-cache"]
