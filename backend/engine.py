@@ -24,14 +24,13 @@ from typing import Iterator
 import torch
 
 from backend.base import (CancelToken, ContextOverflowError, Finished, FimPlan, PinReceipt, ReuseHint,  # noqa: F401
-                          StreamEvent, TextDelta, UsageReport)
+                          StreamEvent, UsageReport)
 from backend.block_tree import BlockTree, common_prefix
-from backend.constraint import HealingCursor, TextPrefixIndex
+from backend.constraint import TextPrefixIndex
+from backend.decode_loop import decode, decode_rate
 from backend.llama import KVBuffer, LlamaModel
 from backend.pinning import KeystrokePins
-from backend.sampler import sample
 from backend.shifted_reuse import select_recompute, usable_spans
-from backend.stop import StopStrings
 from backend.weights import LoadedModel, load_model
 from kernels.rope import inv_frequencies, rerotate
 
@@ -145,7 +144,7 @@ class EmbeddedEngine:
             raise ContextOverflowError(f"prompt of {len(prompt)} tokens does not fit the context of {self.capacity}")
         max_new = min(max_new, self.capacity - len(prompt))
         with self._lock:
-            yield from self._generate_locked(plan, prompt, heal, max_new, cancel)
+            yield from self._generate_locked(plan, prompt, max_new, cancel)
 
     def _take_slot(self, user_id: str, prompt: list[int]) -> tuple[_Slot, int]:
         best, best_n = None, -1
@@ -160,7 +159,7 @@ class EmbeddedEngine:
             best.user_id, best.tokens = user_id, []
         return best, best_n
 
-    def _generate_locked(self, plan: FimPlan, prompt: list[int], heal: bytes, max_new: int,
+    def _generate_locked(self, plan: FimPlan, prompt: list[int], max_new: int,
                          cancel: CancelToken) -> Iterator[StreamEvent]:
         t0 = time.perf_counter()
         self._now_s = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
@@ -206,44 +205,15 @@ class EmbeddedEngine:
             yield self._finish(plan, slot, "", usage, t0, None, None, 0, finish_reason="length")
             return
 
-        gen = torch.Generator().manual_seed(plan.sampling.seed) if plan.sampling.seed is not None else None
-        stop_ids = set(plan.stop_token_ids)
-        if self._tokenizer.eos_id is not None:
-            stop_ids.add(self._tokenizer.eos_id)
-        stops = StopStrings(plan.sampling.stop)
-        healing = HealingCursor(self._heal_index, heal)
-        t_first = None
-        num_out = 0
-        finish = "length"
-        token_bytes = self._tokenizer.token_bytes
-        for step in range(max_new):
-            if cancel.cancelled:
-                finish = "cancelled"
-                break
-            tok = sample(logits, plan.sampling, gen, healing.allowed())
-            if t_first is None:
-                t_first = time.perf_counter()
-            if tok in stop_ids and not healing.pending:
-                finish = "stop"
-                break
-            num_out += not healing.pending
-            data = healing.take(token_bytes[tok])
-            piece = stops.feed(data) if data else ""
-            if piece:
-                yield TextDelta(piece)
-            if stops.stopped:
-                finish = "stop"
-                break
-            if num_out >= plan.sampling.max_tokens or step == max_new - 1:
-                break
-            pos = len(slot.tokens)
-            logits = self._step(tok, pos, slot.kv)
+        def step(tok: int) -> torch.Tensor:
+            logits = self._step(tok, len(slot.tokens), slot.kv)
             slot.tokens.append(tok)
-        tail = stops.flush()
-        if tail and finish != "cancelled":
-            yield TextDelta(tail)
-        yield self._finish(plan, slot, stops.text, usage, t0, t_first, time.perf_counter(), num_out,
-                           cancelled=finish == "cancelled", finish_reason=finish)
+            return logits
+
+        out = yield from decode(plan, logits, step, self._tokenizer.token_bytes, self._heal_index,
+                                self._tokenizer.eos_id, max_new, cancel)
+        yield self._finish(plan, slot, out.text, usage, t0, out.t_first, time.perf_counter(), out.num_out,
+                           cancelled=out.finish == "cancelled", finish_reason=out.finish)
 
     def _step(self, token: int, position: int, kv: KVBuffer) -> torch.Tensor:
         """Logits after one token at `position`: a replayed CUDA graph where there is one."""
@@ -261,9 +231,7 @@ class EmbeddedEngine:
             self.pins.repin(self.tree, plan.user_id, plan.session_id, tuple(plan.prompt_ids[:plan.pin_tokens]),
                             self._now_s)
         ttft = None if t_first is None else (t_first - t0) * 1000
-        tps = None
-        if t_first is not None and t_end is not None and num_out > 1 and t_end > t_first:
-            tps = (num_out - 1) / (t_end - t_first)
+        tps = None if t_end is None else decode_rate(t_first, t_end, num_out)
         report = UsageReport(**usage, completion_tokens=num_out, ttft_ms=ttft, decode_tokens_per_s=tps,
                              total_ms=(time.perf_counter() - t0) * 1000, cancelled=cancelled,
                              finish_reason=finish_reason)

@@ -26,7 +26,25 @@ from kernels.rope import apply_rope, cos_sin, inv_frequencies
 _LAYER_WEIGHTS = ("attn_norm", "q", "k", "v", "o", "q_bias", "k_bias", "v_bias", "mlp_norm", "gate", "up", "down",
                   "q_norm", "k_norm", "post_attn_norm", "post_mlp_norm")
 _REQUIRED = ("attn_norm", "q", "k", "v", "o", "mlp_norm", "gate", "up", "down")
-_INT8_LINEARS = ("q", "k", "v", "o", "gate", "up", "down")
+_INT8_LINEARS = ("qkv", "o", "gate_up", "down")
+
+
+def _fuse(layer: dict) -> None:
+    """One (q;k;v) and one (gate;up) weight per layer: a one-token step then makes 4 matmul
+    calls a layer instead of 7, and the separate weights become row views of the fused ones
+    (no extra memory)."""
+    for fused, parts in (("qkv", ("q", "k", "v")), ("gate_up", ("gate", "up"))):
+        w = torch.cat([layer[p] for p in parts])
+        rows = 0
+        for p in parts:
+            n = layer[p].shape[0]
+            layer[p] = w[rows:rows + n]
+            rows += n
+        layer[fused] = w
+    biases = [layer[f"{p}_bias"] for p in ("q", "k", "v")]
+    layer["qkv_bias"] = None if all(b is None for b in biases) else torch.cat(
+        [b if b is not None else torch.zeros(layer[p].shape[0], dtype=layer[p].dtype, device=layer[p].device)
+         for b, p in zip(biases, ("q", "k", "v"))])
 
 
 @dataclass
@@ -78,18 +96,19 @@ class LlamaModel:
         self.lm_head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
         self.final_norm = t["final_norm"]
         self.layers = [{name: t.get(f"layers.{i}.{name}") for name in _LAYER_WEIGHTS} for i in range(cfg.num_layers)]
-        if int8_weights:
-            if self.device.type != "cpu" or dtype != torch.float32:
-                raise ValueError("int8 weights are for float32 models on CPU")
-            for layer in self.layers:
-                for name in _INT8_LINEARS:
-                    layer[name] = Int8Weight(layer[name])
         required = _REQUIRED + (("q_norm", "k_norm") if cfg.qk_norm else ()) + (
             ("post_attn_norm", "post_mlp_norm") if cfg.sandwich_norm else ())
         for i, layer in enumerate(self.layers):
             missing = [n for n in required if layer[n] is None]
             if missing:
                 raise ValueError(f"layer {i} lacks weights {missing}")
+            _fuse(layer)
+        if int8_weights:
+            if self.device.type != "cpu" or dtype != torch.float32:
+                raise ValueError("int8 weights are for float32 models on CPU")
+            for layer in self.layers:
+                for name in _INT8_LINEARS:
+                    layer[name] = Int8Weight(layer[name])
         self.inv_freq = inv_frequencies(cfg.rope).to(self.device)
         self.local_inv_freq = inv_frequencies(cfg.local_rope).to(self.device) if cfg.local_rope else self.inv_freq
         self._act = (lambda x: F.gelu(x, approximate="tanh")) if cfg.activation == "gelu_tanh" else F.silu
@@ -135,15 +154,14 @@ class LlamaModel:
         for i, w in enumerate(self.layers):
             local = cfg.is_local(i)
             h = self._norm(x, w["attn_norm"])
-            q = linear(h, w["q"], w["q_bias"]).view(n, cfg.num_heads, cfg.head_dim).transpose(0, 1)
-            k = linear(h, w["k"], w["k_bias"]).view(n, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
-            v = linear(h, w["v"], w["v_bias"]).view(n, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+            heads = cfg.num_heads + cfg.num_kv_heads  # q and k heads, then v's
+            qkv = linear(h, w["qkv"], w["qkv_bias"]).view(n, heads + cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+            qk, v = qkv[:heads], qkv[heads:]
             if cfg.qk_norm:
-                q, k = self._norm(q, w["q_norm"]), self._norm(k, w["k_norm"])
-            rope = cfg.rope_for(i)
+                qk = torch.cat((self._norm(qk[:cfg.num_heads], w["q_norm"]), self._norm(qk[cfg.num_heads:], w["k_norm"])))
             c, sn = local_cs if local else (cos, sin)
-            q = apply_rope(q, c, sn, rope)
-            k = apply_rope(k, c, sn, rope)
+            qk = apply_rope(qk, c, sn, cfg.rope_for(i))  # q and k heads in one call
+            q, k = qk[:cfg.num_heads], qk[cfg.num_heads:]
             if contiguous:
                 kv.k[i, :, lo:hi] = k
                 kv.v[i, :, lo:hi] = v
@@ -170,7 +188,8 @@ class LlamaModel:
                 a = self._norm(a, w["post_attn_norm"])
             x = x + a
             h = self._norm(x, w["mlp_norm"])
-            f = linear(self._act(linear(h, w["gate"])) * linear(h, w["up"]), w["down"])
+            gate, up = linear(h, w["gate_up"]).split(cfg.intermediate_size, dim=-1)
+            f = linear(self._act(gate) * up, w["down"])
             if cfg.sandwich_norm:
                 f = self._norm(f, w["post_mlp_norm"])
             x = x + f

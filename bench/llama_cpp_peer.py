@@ -4,7 +4,7 @@ It takes the same token prompts the strategies build for the embedded engine and
 cache the way llama-server does for a slot with `cache_prompt`: the longest common prefix of
 the new prompt and what the context holds is kept, the rest is evaluated. Greedy, with the
 plan's stop strings, stop tokens and healing constraint applied on the logits, so completions
-compare with the embedded engine's. It runs the GGUF as it is (the bundled file is Q4_1),
+compare with the embedded engine's (backend/decode_loop.py, shared). It runs the GGUF as it is (the bundled file is Q4_1),
 where the embedded engine dequantizes it to fp32.
 
 One context serves everyone: a request from another user than the last starts cold, so no
@@ -17,10 +17,11 @@ import time
 from typing import Iterator
 
 import numpy as np
+import torch
 
-from backend.base import CancelToken, Finished, FimPlan, StreamEvent, TextDelta, UsageReport
-from backend.constraint import HealingCursor, TextPrefixIndex
-from backend.stop import StopStrings
+from backend.base import CancelToken, Finished, FimPlan, StreamEvent, UsageReport
+from backend.constraint import TextPrefixIndex
+from backend.decode_loop import decode, decode_rate
 
 N_CTX = 8192
 
@@ -68,17 +69,20 @@ class LlamaCppPeer:
         self._user, self._cached = None, []
         self._llm.reset()
 
-    def _eval(self, tokens: list[int]) -> np.ndarray:
+    def _eval(self, tokens: int | list[int]) -> torch.Tensor:
         """Append tokens to the context (after self._cached); the last one's logits."""
+        tokens = [tokens] if isinstance(tokens, int) else tokens
         self._llm.n_tokens = len(self._cached)  # eval() drops the context's K/V from here on
         self._llm.eval(tokens)
         self._cached.extend(tokens)
-        return np.ctypeslib.as_array(self._llm._ctx.get_logits(), shape=(self._n_vocab,)).copy()
+        return torch.from_numpy(np.ctypeslib.as_array(self._llm._ctx.get_logits(), shape=(self._n_vocab,)).copy())
 
     def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]:
         cancel = cancel or CancelToken()
         t0 = time.perf_counter()
         prompt = list(plan.prompt_ids)
+        if not prompt:
+            raise ValueError("empty prompt")
         if len(prompt) + plan.sampling.max_tokens > N_CTX:
             raise ValueError(f"prompt of {len(prompt)} tokens does not fit llama.cpp's context of {N_CTX}")
         if plan.user_id != self._user:
@@ -92,42 +96,11 @@ class LlamaCppPeer:
         del self._cached[keep:]
         logits = self._eval(prompt[keep:])
         usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=keep, prefilled_tokens=len(prompt) - keep)
-        healing = HealingCursor(self._heal_index, plan.healing.text.encode("utf-8"))
-        stops = StopStrings(plan.sampling.stop)
-        stop_ids = set(plan.stop_token_ids) | ({self.tokenizer.eos_id} - {None})
-        max_new = plan.sampling.max_tokens + len(healing.pending)
-        t_first = None
-        num_out = 0
-        finish = "length"
-        for step in range(max_new if plan.sampling.max_tokens else 0):
-            if cancel.cancelled:
-                finish = "cancelled"
-                break
-            allowed = healing.allowed()
-            tok = int(np.argmax(logits) if allowed is None else allowed[int(np.argmax(logits[allowed]))])
-            t_first = t_first or time.perf_counter()
-            if tok in stop_ids and not healing.pending:
-                finish = "stop"
-                break
-            num_out += not healing.pending
-            data = healing.take(self.tokenizer.token_bytes[tok])
-            piece = stops.feed(data) if data else ""
-            if piece:
-                yield TextDelta(piece)
-            if stops.stopped:
-                finish = "stop"
-                break
-            if num_out >= plan.sampling.max_tokens or step == max_new - 1:
-                break
-            logits = self._eval([tok])
-        tail = stops.flush()
-        if tail and finish != "cancelled":
-            yield TextDelta(tail)
+        max_new = plan.sampling.max_tokens + len(plan.healing.text.encode("utf-8")) if plan.sampling.max_tokens else 0
+        out = yield from decode(plan, logits, self._eval, self.tokenizer.token_bytes, self._heal_index,
+                                self.tokenizer.eos_id, max_new, cancel)
         t_end = time.perf_counter()
-        tps = None
-        if t_first is not None and num_out > 1 and t_end > t_first:
-            tps = (num_out - 1) / (t_end - t_first)
-        yield Finished(stops.text, UsageReport(
-            **usage, completion_tokens=num_out, ttft_ms=None if t_first is None else (t_first - t0) * 1000,
-            total_ms=(t_end - t0) * 1000, decode_tokens_per_s=tps,
-            cancelled=finish == "cancelled", finish_reason=finish))
+        yield Finished(out.text, UsageReport(
+            **usage, completion_tokens=out.num_out, ttft_ms=None if out.t_first is None else (out.t_first - t0) * 1000,
+            total_ms=(t_end - t0) * 1000, decode_tokens_per_s=decode_rate(out.t_first, t_end, out.num_out),
+            cancelled=out.finish == "cancelled", finish_reason=out.finish))

@@ -1,0 +1,58 @@
+"""The shared decoding loop (backend/decode_loop.py) on a scripted vocabulary: healing is
+re-spelled and not repeated, stops end it, cancel ends it between tokens."""
+import torch
+
+from backend.base import CancelToken, FimPlan, HealingConstraint, SamplingParams, TextDelta
+from backend.constraint import TextPrefixIndex
+from backend.decode_loop import decode
+
+VOCAB = [b"<eos>", b"ret", b"urn", b"return", b" x", b"\n", b" y", b"r"]
+EOS = 0
+
+
+def _run(script: list[int], cancel_after: int | None = None, **plan_kw):
+    """Greedy decoding where the model 'prefers' the script's tokens in order."""
+    plan = FimPlan(prompt_ids=(1,), user_id="u", session_id="s", **plan_kw)
+    cancel = CancelToken()
+    calls = []
+
+    def logits_for(i: int) -> torch.Tensor:
+        x = torch.zeros(len(VOCAB))
+        x[script[min(i, len(script) - 1)]] = 10.0
+        x[3] = 5.0  # "return": second choice everywhere
+        return x
+
+    def step(tok: int) -> torch.Tensor:
+        calls.append(tok)
+        if cancel_after is not None and len(calls) >= cancel_after:
+            cancel.cancel()
+        return logits_for(len(calls))
+
+    heal = plan.healing.text.encode()
+    gen = decode(plan, logits_for(0), step, VOCAB, TextPrefixIndex(VOCAB, {EOS}), EOS,
+                 plan.sampling.max_tokens + len(heal), cancel)
+    deltas = []
+    try:
+        while True:
+            deltas.append(next(gen).text)
+    except StopIteration as done:
+        return done.value, deltas, calls
+
+
+def test_healing_text_is_respelled_but_not_repeated():
+    # the prompt backed off "ret"; the model would say " x", but must start with "ret": it picks "return"
+    out, deltas, _ = _run([4, 4, 5], healing=HealingConstraint("ret"), sampling=SamplingParams(max_tokens=4, stop=("\n",)))
+    assert out.text == "urn x" and "".join(deltas) == out.text
+    assert out.finish == "stop" and out.num_out == 2  # "return" (its "urn" is output), " x"; then "\n" stops
+
+
+def test_eos_stops_and_is_not_output():
+    out, _, _ = _run([4, 0], sampling=SamplingParams(max_tokens=8))
+    assert (out.text, out.finish, out.num_out) == (" x", "stop", 1)
+
+
+def test_max_tokens_and_cancel():
+    out, _, calls = _run([4, 6, 4, 6], sampling=SamplingParams(max_tokens=3))
+    assert (out.text, out.finish, len(calls)) == (" x y x", "length", 2)  # no step after the last token
+    out, deltas, _ = _run([4, 6, 4, 6], cancel_after=1, sampling=SamplingParams(max_tokens=8))
+    assert out.finish == "cancelled" and out.text == " x" and all(isinstance(d, str) for d in deltas)
