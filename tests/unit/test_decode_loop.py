@@ -2,7 +2,7 @@
 re-spelled and not repeated, stops end it, cancel ends it between tokens."""
 import torch
 
-from backend.base import CancelToken, FimPlan, HealingConstraint, SamplingParams, TextDelta
+from backend.base import CancelToken, FimPlan, HealingConstraint, SamplingParams
 from backend.constraint import TextPrefixIndex
 from backend.decode_loop import decode
 
