@@ -2,10 +2,10 @@
 
 It takes the same token prompts the strategies build for the embedded engine and reuses its
 cache the way llama-server does for a slot with `cache_prompt`: the longest common prefix of
-the new prompt and what the context holds is kept, the rest is evaluated. Greedy, with the
-plan's stop strings, stop tokens and healing constraint applied on the logits, so completions
-compare with the embedded engine's (backend/decode_loop.py, shared). It runs the GGUF as it is (the bundled file is Q4_1),
-where the embedded engine dequantizes it to fp32.
+the new prompt and what the context holds is kept, the rest is evaluated. Its logits go through
+the embedded engine's own decoding loop (backend/decode_loop.py: sampling, healing constraint,
+stop tokens and strings), so completions compare. It runs the GGUF as it is (the bundled file
+is Q4_1), where the embedded engine dequantizes it to fp32.
 
 One context serves everyone: a request from another user than the last starts cold, so no
 user reads another's cache (llama-server's slots would mix users' prompts).
