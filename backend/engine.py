@@ -49,6 +49,7 @@ class EngineConfig:
     threads: int | None = None
     pin_policy: str = "pin"  # backend/pinning.py: none, lru-only, pin, random+pin
     dtype: str = "float32"  # "bfloat16": weights and KV; "int8": int8 weights in 1-token steps (CPU)
+    prefill_dtype: str = "float32"  # "bfloat16": prompts multiply by bf16 copies of the linears (CPU fp32/int8)
     cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (backend/cuda_graphs.py)
 
 
@@ -73,8 +74,11 @@ class EmbeddedEngine:
         if config.dtype not in ("float32", "bfloat16", "int8"):
             raise ValueError(f"unsupported dtype {config.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
+        if config.prefill_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"unsupported prefill dtype {config.prefill_dtype!r}: float32 or bfloat16")
         self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device, dtype=dtype,
-                                int8_weights=config.dtype == "int8")
+                                int8_weights=config.dtype == "int8",
+                                bf16_prompts=config.prefill_dtype == "bfloat16" and dtype == torch.float32)
         cfg = loaded.config
         self.capacity = min(config.max_context, cfg.max_position)
         budget_tokens = config.budget_tokens

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from backend.int8_linear import Int8Weight, linear
+from backend.mixed_linear import MixedWeight, linear
 from backend.model_config import ModelConfig
 from kernels.rope import apply_rope, cos_sin, inv_frequencies
 
 _LAYER_WEIGHTS = ("attn_norm", "q", "k", "v", "o", "q_bias", "k_bias", "v_bias", "mlp_norm", "gate", "up", "down",
                   "q_norm", "k_norm", "post_attn_norm", "post_mlp_norm")
 _REQUIRED = ("attn_norm", "q", "k", "v", "o", "mlp_norm", "gate", "up", "down")
-_INT8_LINEARS = ("qkv", "o", "gate_up", "down")
+_MIXED_LINEARS = ("qkv", "o", "gate_up", "down")
 
 
 def _fuse(layer: dict) -> None:
@@ -97,9 +97,10 @@ def _prefill_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
 
 class LlamaModel:
     def __init__(self, cfg: ModelConfig, tensors: dict[str, torch.Tensor], device: str = "cpu",
-                 dtype: torch.dtype = torch.float32, int8_weights: bool = False) -> None:
-        """int8_weights: one-token steps multiply by int8 copies of the layers' linears
-        (backend/int8_linear.py, CPU only); the output head and everything else stay in `dtype`."""
+                 dtype: torch.dtype = torch.float32, int8_weights: bool = False, bf16_prompts: bool = False) -> None:
+        """int8_weights: one-token steps multiply by int8 copies of the layers' linears and the
+        output head; bf16_prompts: prompts multiply by bf16 copies of the layers' linears
+        (backend/mixed_linear.py, CPU fp32 models only); everything else stays in `dtype`."""
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype = dtype
@@ -115,12 +116,14 @@ class LlamaModel:
             if missing:
                 raise ValueError(f"layer {i} lacks weights {missing}")
             _fuse(layer)
-        if int8_weights:
+        if int8_weights or bf16_prompts:
             if self.device.type != "cpu" or dtype != torch.float32:
-                raise ValueError("int8 weights are for float32 models on CPU")
+                raise ValueError("int8 steps and bf16 prompts are for float32 models on CPU")
             for layer in self.layers:
-                for name in _INT8_LINEARS:
-                    layer[name] = Int8Weight(layer[name])
+                for name in _MIXED_LINEARS:
+                    layer[name] = MixedWeight(layer[name], step_int8=int8_weights, prompt_bf16=bf16_prompts)
+            if int8_weights:  # the output head too: 113 MB of fp32 read per token, 28 MB as int8
+                self.lm_head = MixedWeight(self.lm_head, step_int8=True)
         self.inv_freq = inv_frequencies(cfg.rope).to(self.device)
         self.local_inv_freq = inv_frequencies(cfg.local_rope).to(self.device) if cfg.local_rope else self.inv_freq
         self._act = (lambda x: F.gelu(x, approximate="tanh")) if cfg.activation == "gelu_tanh" else F.silu

@@ -29,6 +29,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "int8"],
                    help="weights and KV cache; int8: int8 weights for one-token steps, fp32 otherwise (CPU)")
+    p.add_argument("--prefill-dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="bfloat16: prompts of more than 4 tokens multiply by bf16 copies of the linears (CPU, AMX)")
 
 
 def _backend_args(p: argparse.ArgumentParser) -> None:
@@ -73,7 +75,8 @@ def _engine_config(a):
     if policy not in POLICIES:
         raise UserError(f"unknown pin policy {policy!r}; known: {', '.join(POLICIES)}")
     return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, budget_bytes=budget_bytes,
-                        device=a.device, pin_policy=policy, dtype=a.dtype)
+                        device=a.device, pin_policy=policy, dtype=a.dtype,
+                        prefill_dtype=getattr(a, "prefill_dtype", "float32"))
 
 
 def _load_engine(a):
@@ -280,7 +283,8 @@ def cmd_bench_engine(a) -> int:
 
     _peer_names(a)
     engine = _load_engine(a)
-    result = measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)
+    result = {"precision": _precision(a), **measure(engine, prefill_tokens=a.prefill_tokens,
+                                                    cached_tokens=a.cached_tokens)}
     with _open_peers(a, engine) as peers:
         if peers:
             result = {"fimgate": result}
@@ -307,6 +311,12 @@ def cmd_bench_make_trace(a) -> int:
     print(json.dumps({"out": a.out, "events": len(events), **kinds, "minutes": round(events[-1]["t"] / 60000, 1),
                       "requests_at_150ms": reqs}, indent=2))
     return 0
+
+
+def _precision(a) -> str:
+    """A label for --dtype and --prefill-dtype: "float32", "int8+bfloat16-prompts"."""
+    prefill = getattr(a, "prefill_dtype", "float32")
+    return a.dtype if prefill == "float32" else f"{a.dtype}+{prefill}-prompts"
 
 
 def cmd_bench_quality(a) -> int:
@@ -341,20 +351,24 @@ def cmd_bench_quality(a) -> int:
     with _open_peers(a, engine) as peers:  # the same problems on other engines, completion by completion
         for name, peer in peers.items():
             peer_results[name] = compare(run(peer, peer_strategies(strategies)), peer_strategies(strategies),
-                                         f"fimgate_{a.dtype}")
-    if a.compare_dtype:  # the same problems on weights of another precision
+                                         f"fimgate_{_precision(a)}")
+    compared = a.compare_dtype or a.compare_prefill_dtype
+    if compared:  # the same problems on weights of another precision
         del engine
-        other = run(_load_engine(argparse.Namespace(**{**vars(a), "dtype": a.compare_dtype})), strategies)
-        result = {a.dtype: result, a.compare_dtype: compare(other, strategies, a.dtype)}
+        b = argparse.Namespace(**{**vars(a), "dtype": a.compare_dtype or a.dtype,
+                                  "prefill_dtype": a.compare_prefill_dtype or a.prefill_dtype})
+        other = run(_load_engine(b), strategies)
+        result = {_precision(a): result, _precision(b): compare(other, strategies, _precision(a))}
     elif peer_results:
         result = {"fimgate": result}
     result.update(peer_results)
-    for per_strategy in (result.values() if a.compare_dtype or peer_results else [result]):
+    for per_strategy in (result.values() if compared or peer_results else [result]):
         for row in per_strategy.values():
             row.pop("completions", None)
     result["settings"] = {"dataset": a.dataset, "problems": len(problems), "template": tmpl.name,
                           "model": model_name, "perturb": a.perturb,
-                          "dtype": a.dtype, "compare_dtype": a.compare_dtype}
+                          "dtype": a.dtype, "prefill_dtype": a.prefill_dtype, "compare_dtype": a.compare_dtype,
+                          "compare_prefill_dtype": a.compare_prefill_dtype}
     _emit(result, a.json)
     return 0
 
@@ -562,6 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data-dir", default=None)
     s.add_argument("--compare-dtype", choices=["float32", "bfloat16", "int8"], default=None,
                    help="run again with this --dtype and report the share of identical completions")
+    s.add_argument("--compare-prefill-dtype", choices=["float32", "bfloat16"], default=None,
+                   help="run again with this --prefill-dtype (and --compare-dtype, if given)")
     s.add_argument("--peers", default=None, metavar="llama.cpp,vllm",
                    help="run no-cache/efim on these engines too, with the share of completions identical to fimgate's")
     s.add_argument("--json", default=None)
