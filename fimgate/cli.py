@@ -415,7 +415,7 @@ def cmd_bench_replay(a) -> int:
     sampling = replace(REPLAY_SAMPLING, max_tokens=a.max_tokens)
     settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": sum(not r.prewarm for r in reqs),
                 "users": a.users, "prewarm": a.prewarm, "time_scale": a.time_scale, "max_tokens": a.max_tokens,
-                "schedule": a.schedule, "warmup_yield_ms": yield_ms}
+                "schedule": a.schedule, "warmup_yield_ms": yield_ms, "peer_prewarm": a.peer_prewarm}
     if a.schedule == "office":
         settings.update(think_s=a.think_s, reads=a.reads, seed=a.seed)
     per_strategy = {}
@@ -439,11 +439,12 @@ def cmd_bench_replay(a) -> int:
                                            progress=progress_printer(label, total), warmup_yield_ms=yield_ms)
                 per_strategy[label] = outcomes
                 result[label] = summarize(outcomes)
+        peer_slices = slices if a.peer_prewarm == "same" else [[r for r in s if not r.prewarm] for s in slices]
         with _open_peers(a, engine) as peers:
             for peer_name, peer in peers.items():
                 for name in peer_strategies(strategies):
                     label = f"{peer_name}/{name}"
-                    outcomes = replay_strategy(peer, Strategy(name, peer.tokenizer, tmpl), slices, sampling,
+                    outcomes = replay_strategy(peer, Strategy(name, peer.tokenizer, tmpl), peer_slices, sampling,
                                                progress=progress_printer(label, total), warmup_yield_ms=yield_ms)
                     per_strategy[label] = outcomes
                     result[label] = summarize(outcomes)
@@ -555,6 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--plot", default=None, metavar="OUT.png")
     s.add_argument("--peers", default=None, metavar="llama.cpp,vllm",
                    help="also replay no-cache/psm-prefix/efim on these engines (bench/peers.py)")
+    s.add_argument("--peer-prewarm", choices=["same", "none"], default="same",
+                   help="none: peers get the typing requests only, as a server nobody pre-warms (with --prewarm)")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_replay)
 

@@ -77,3 +77,17 @@ def test_bench_quality_compares_llama_cpps_completions_with_fimgates():
     row = out["llama.cpp"]["no-cache"]
     assert row["problems"] == 2 and 0 <= row["same_completion_as_fimgate_float32"] <= 100
     assert "completions" not in row and "completions" not in out["fimgate"]["no-cache"]
+
+
+def test_bench_replay_peers_can_go_without_the_prewarms():
+    import os
+
+    from tests.conftest import ROOT
+
+    trace = os.path.join(ROOT, "tests", "data", "flask-60-head.jsonl")
+    r = fimgate("bench", "replay", trace, "--limit-requests", "12", "--strategies", "efim", "--prewarm",
+                "--max-tokens", "2", "--peers", "llama.cpp", "--peer-prewarm", "none", timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["efim"]["prewarm"]["requests"] > 0 and out["llama.cpp/efim"]["prewarm"]["requests"] == 0
+    assert out["settings"]["peer_prewarm"] == "none"
