@@ -21,6 +21,15 @@ def test_complete_prints_a_completion_with_its_usage(tmp_path):
     assert out["usage"]["prompt_tokens"] > 10 and out["usage"]["prefilled_tokens"] == out["usage"]["prompt_tokens"]
 
 
+def test_bench_engine_runs_bf16_prompts_and_says_so():
+    r = fimgate("bench", "engine", "--prefill-dtype", "bfloat16", "--dtype", "int8", "--prefill-tokens", "100",
+                "--cached-tokens", "120")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["precision"] == "int8+bfloat16-prompts"
+    assert out["prefill_tokens_per_s"] > 0 and out["append_prefilled_tokens"] == 1
+
+
 @pytest.mark.parametrize("case,needle", [
     ("empty", "is empty"), ("offset", "outside"), ("binary", "not UTF-8"), ("model", "does not exist"),
     ("missing", "no such file"),
