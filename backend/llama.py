@@ -98,9 +98,9 @@ def _prefill_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
 class LlamaModel:
     def __init__(self, cfg: ModelConfig, tensors: dict[str, torch.Tensor], device: str = "cpu",
                  dtype: torch.dtype = torch.float32, int8_weights: bool = False, bf16_prompts: bool = False) -> None:
-        """int8_weights: one-token steps multiply by int8 copies of the layers' linears and the
-        output head; bf16_prompts: prompts multiply by bf16 copies of the layers' linears
-        (backend/mixed_linear.py, CPU fp32 models only); everything else stays in `dtype`."""
+        """int8_weights: one-token steps multiply by int8 copies of the layers' linears;
+        bf16_prompts: prompts multiply by bf16 copies of them (backend/mixed_linear.py, CPU fp32
+        models only); the output head and everything else stay in `dtype`."""
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype = dtype
@@ -122,8 +122,6 @@ class LlamaModel:
             for layer in self.layers:
                 for name in _MIXED_LINEARS:
                     layer[name] = MixedWeight(layer[name], step_int8=int8_weights, prompt_bf16=bf16_prompts)
-            if int8_weights:  # the output head too: 113 MB of fp32 read per token, 28 MB as int8
-                self.lm_head = MixedWeight(self.lm_head, step_int8=True)
         self.inv_freq = inv_frequencies(cfg.rope).to(self.device)
         self.local_inv_freq = inv_frequencies(cfg.local_rope).to(self.device) if cfg.local_rope else self.inv_freq
         self._act = (lambda x: F.gelu(x, approximate="tanh")) if cfg.activation == "gelu_tanh" else F.silu
