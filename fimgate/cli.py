@@ -261,6 +261,14 @@ def _peer_names(a) -> list[str]:
         raise UserError(str(e)) from None
 
 
+def _check_peer_strategies(a, strategies: list[str]) -> None:
+    """--peers with no strategy a peer can run would measure nothing for them: say so first."""
+    from bench.peers import PEER_STRATEGIES, peer_strategies
+
+    if _peer_names(a) and not peer_strategies(strategies):
+        raise UserError(f"peers run only {', '.join(PEER_STRATEGIES)}; add one of them to --strategies")
+
+
 @contextlib.contextmanager
 def _open_peers(a, engine):
     """The --peers, started on the model `engine` runs ({} without --peers), or a UserError."""
@@ -329,12 +337,12 @@ def cmd_bench_quality(a) -> int:
         problems = load(a.dataset, a.data_dir, a.limit)
     except (FileNotFoundError, ValueError) as e:
         raise UserError(str(e)) from None
+    strategies = _strategies(a)
+    _check_peer_strategies(a, strategies)
     engine = _load_engine(a)
     if a.template and a.template not in TEMPLATES:
         raise UserError(f"unknown template {a.template!r}; known: {', '.join(TEMPLATES)}")
     tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
-    strategies = _strategies(a)
-    _peer_names(a)
 
     def run(e, names):
         return run_quality(e, tmpl, problems, names, single_line=a.dataset == "single-line", max_tokens=a.max_tokens,
@@ -389,7 +397,7 @@ def cmd_bench_replay(a) -> int:
     from efim.templates import TEMPLATES, template_for_model
 
     strategies = _strategies(a)
-    _peer_names(a)
+    _check_peer_strategies(a, strategies)
     yield_ms = _warmup_yield_ms(a)
     if a.users < 1:
         raise UserError("--users must be at least 1")

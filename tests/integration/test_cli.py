@@ -61,6 +61,8 @@ def test_models_lists_the_bundled_model():
 @pytest.mark.parametrize("args,needle", [
     (["bench", "engine", "--peers", "llama.cpp,ollama"], "unknown peer 'ollama'"),
     (["bench", "replay", "x.jsonl", "--typing-first", "--warmup-yield-ms", "500"], "give one of them"),
+    (["bench", "replay", "x.jsonl", "--strategies", "efim+correction", "--peers", "llama.cpp"],
+     "add one of them to --strategies"),
 ])
 def test_bad_benchmark_flags_are_clear_errors(args, needle):
     r = fimgate(*args)
