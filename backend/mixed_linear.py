@@ -13,7 +13,7 @@ activations too) 5.5 ms, but only 30% of HumanEval completions stayed identical 
 (activation outliers), so it is not used. The output head stays fp32: an int8 head saves
 ~1.7 ms of a ~30 ms step (2.7 -> 1.0 ms), not visible in `bench engine`, and its rounding flips
 near-tied greedy choices directly: completions identical to fp32 on 85.0% of 200 HumanEval
-single-line problems with it, 90.5% without (`bench quality --compare-dtype int8`).
+single-line problems with it, 89.0% without (`bench quality --compare-dtype int8`).
 
 Prompts, `--prefill-dtype bfloat16` (more than MAX_STEP_ROWS tokens: a cold prompt, a re-anchor,
 a warm-up). A prefill is bound by its matmuls, and on a CPU with AMX a bf16 GEMM is ~7x an fp32
