@@ -333,12 +333,16 @@ def cmd_bench_quality(a) -> int:
     from bench.quality import run_quality, same_share
     from efim.templates import TEMPLATES, template_for_model
 
+    strategies = _strategies(a)
+    _check_peer_strategies(a, strategies)
+    b = argparse.Namespace(**{**vars(a), "dtype": a.compare_dtype or a.dtype,
+                              "prefill_dtype": a.compare_prefill_dtype or a.prefill_dtype})
+    if (a.compare_dtype or a.compare_prefill_dtype) and _precision(b) == _precision(a):
+        raise UserError(f"--compare-dtype/--compare-prefill-dtype name the precision already measured ({_precision(a)})")
     try:
         problems = load(a.dataset, a.data_dir, a.limit)
     except (FileNotFoundError, ValueError) as e:
         raise UserError(str(e)) from None
-    strategies = _strategies(a)
-    _check_peer_strategies(a, strategies)
     engine = _load_engine(a)
     if a.template and a.template not in TEMPLATES:
         raise UserError(f"unknown template {a.template!r}; known: {', '.join(TEMPLATES)}")
@@ -363,8 +367,6 @@ def cmd_bench_quality(a) -> int:
     compared = a.compare_dtype or a.compare_prefill_dtype
     if compared:  # the same problems on weights of another precision
         del engine
-        b = argparse.Namespace(**{**vars(a), "dtype": a.compare_dtype or a.dtype,
-                                  "prefill_dtype": a.compare_prefill_dtype or a.prefill_dtype})
         other = run(_load_engine(b), strategies)
         result = {_precision(a): result, _precision(b): compare(other, strategies, _precision(a))}
     elif peer_results:
@@ -453,7 +455,8 @@ def cmd_bench_replay(a) -> int:
                 for name in peer_strategies(strategies):
                     label = f"{peer_name}/{name}"
                     outcomes = replay_strategy(peer, Strategy(name, peer.tokenizer, tmpl), peer_slices, sampling,
-                                               progress=progress_printer(label, total), warmup_yield_ms=yield_ms)
+                                               progress=progress_printer(label, sum(map(len, peer_slices))),
+                                               warmup_yield_ms=yield_ms)
                     per_strategy[label] = outcomes
                     result[label] = summarize(outcomes)
         from bench.replay import usefulness_against

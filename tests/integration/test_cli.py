@@ -63,6 +63,7 @@ def test_models_lists_the_bundled_model():
     (["bench", "replay", "x.jsonl", "--typing-first", "--warmup-yield-ms", "500"], "give one of them"),
     (["bench", "replay", "x.jsonl", "--strategies", "efim+correction", "--peers", "llama.cpp"],
      "add one of them to --strategies"),
+    (["bench", "quality", "--compare-dtype", "float32"], "precision already measured"),
 ])
 def test_bad_benchmark_flags_are_clear_errors(args, needle):
     r = fimgate(*args)
