@@ -2,7 +2,9 @@
 
 It owns what a completion means to the client - the healing constraint re-spelled and not
 repeated, stop tokens, stop strings held back until they cannot match, cancel between
-tokens - and leaves the forward pass to the caller (`step`): the embedded engine's model, or
+tokens - and leaves the forward pass to the caller (`step(token, argmax_only)`; argmax_only: the next pick is
+greedy and unconstrained, so only the argmax of the logits it returns need be right): the embedded
+engine's model, or
 a benchmark peer (bench/llama_cpp_peer.py), so both answer the same plan the same way.
 
     events = decode(plan, logits, step, ...)      # yields TextDelta, returns Decoded
@@ -33,12 +35,13 @@ class Decoded:
 def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[[int], torch.Tensor], token_bytes: list[bytes],
            heal_index: TextPrefixIndex, eos_id: int | None, max_new: int, cancel: CancelToken
            ) -> Generator[TextDelta, None, Decoded]:
-    """Sample from `logits` (the prompt's last), then step(token) -> the next logits, up to
-    `max_new` tokens (the plan's max_tokens plus what healing re-spells)."""
+    """Sample from `logits` (the prompt's last), then step(token, argmax_only) -> the next
+    logits, up to `max_new` tokens (the plan's max_tokens plus what healing re-spells)."""
     gen = torch.Generator().manual_seed(plan.sampling.seed) if plan.sampling.seed is not None else None
     stop_ids = set(plan.stop_token_ids) | ({eos_id} - {None})
     stops = StopStrings(plan.sampling.stop)
     healing = HealingCursor(heal_index, plan.healing.text.encode("utf-8"))
+    greedy = plan.sampling.temperature == 0
     t_first = None
     num_out = 0
     finish = "length"
@@ -62,7 +65,7 @@ def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[[int], torch.Tens
             break
         if num_out >= plan.sampling.max_tokens or i == max_new - 1:
             break
-        logits = step(tok)
+        logits = step(tok, greedy and healing.allowed() is None)
     tail = stops.flush()
     if tail and finish != "cancelled":
         yield TextDelta(tail)

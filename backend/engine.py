@@ -51,6 +51,7 @@ class EngineConfig:
     dtype: str = "float32"  # "bfloat16": weights and KV; "int8": int8 weights in 1-token steps (CPU)
     prefill_dtype: str = "float32"  # "bfloat16": prompts multiply by bf16 copies of the linears (CPU fp32/int8)
     cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (backend/cuda_graphs.py)
+    screened_head: bool = True  # greedy steps screen the output head in int8 (backend/screened_head.py; CPU fp32)
 
 
 class _Slot:
@@ -77,7 +78,7 @@ class EmbeddedEngine:
         if config.prefill_dtype not in ("float32", "bfloat16"):
             raise ValueError(f"unsupported prefill dtype {config.prefill_dtype!r}: float32 or bfloat16")
         self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device, dtype=dtype,
-                                int8_weights=config.dtype == "int8",
+                                int8_weights=config.dtype == "int8", screened_head=config.screened_head,
                                 bf16_prompts=config.prefill_dtype == "bfloat16" and dtype == torch.float32)
         cfg = loaded.config
         self.capacity = min(config.max_context, cfg.max_position)
@@ -199,18 +200,19 @@ class EmbeddedEngine:
             yield self._finish(plan, slot, "", usage, t0, None, None, 0, cancelled=True)
             return
         dev = self.model.device
+        argmax_only = plan.sampling.temperature == 0 and not plan.healing.text  # the first pick: greedy, unconstrained
         if len(positions) == 1 and not recompute:  # a keystroke's 1-token append: one decode step
-            logits = self._step(prompt[positions[0]], positions[0], slot.kv)
+            logits = self._step(prompt[positions[0]], positions[0], slot.kv, argmax_only)
         else:
             logits = self.model.forward(torch.tensor([prompt[p] for p in positions], device=dev),
-                                        torch.tensor(positions, device=dev), slot.kv)
+                                        torch.tensor(positions, device=dev), slot.kv, argmax_only=argmax_only)
         slot.tokens = list(prompt)
         if plan.sampling.max_tokens == 0:
             yield self._finish(plan, slot, "", usage, t0, None, None, 0, finish_reason="length")
             return
 
-        def step(tok: int) -> torch.Tensor:
-            logits = self._step(tok, len(slot.tokens), slot.kv)
+        def step(tok: int, argmax_only: bool = False) -> torch.Tensor:
+            logits = self._step(tok, len(slot.tokens), slot.kv, argmax_only)
             slot.tokens.append(tok)
             return logits
 
@@ -219,12 +221,13 @@ class EmbeddedEngine:
         yield self._finish(plan, slot, out.text, usage, t0, out.t_first, time.perf_counter(), out.num_out,
                            cancelled=out.finish == "cancelled", finish_reason=out.finish)
 
-    def _step(self, token: int, position: int, kv: KVBuffer) -> torch.Tensor:
+    def _step(self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False) -> torch.Tensor:
         """Logits after one token at `position`: a replayed CUDA graph where there is one."""
         if self._graphs is not None:
             return self._graphs.step(token, position, kv)
         dev = self.model.device
-        return self.model.forward(torch.tensor([token], device=dev), torch.tensor([position], device=dev), kv)
+        return self.model.forward(torch.tensor([token], device=dev), torch.tensor([position], device=dev), kv,
+                                  argmax_only=argmax_only)
 
     def _finish(self, plan, slot, text, usage, t0, t_first, t_end, num_out, cancelled=False,
                 finish_reason="cancelled") -> Finished:

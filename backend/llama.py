@@ -21,7 +21,8 @@ import torch.nn.functional as F
 
 from backend.mixed_linear import MixedWeight, linear
 from backend.model_config import ModelConfig
-from kernels.rope import apply_rope, cos_sin, inv_frequencies
+from backend.screened_head import ScreenedHead
+from kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables
 
 _LAYER_WEIGHTS = ("attn_norm", "q", "k", "v", "o", "q_bias", "k_bias", "v_bias", "mlp_norm", "gate", "up", "down",
                   "q_norm", "k_norm", "post_attn_norm", "post_mlp_norm")
@@ -97,10 +98,13 @@ def _prefill_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
 
 class LlamaModel:
     def __init__(self, cfg: ModelConfig, tensors: dict[str, torch.Tensor], device: str = "cpu",
-                 dtype: torch.dtype = torch.float32, int8_weights: bool = False, bf16_prompts: bool = False) -> None:
+                 dtype: torch.dtype = torch.float32, int8_weights: bool = False, bf16_prompts: bool = False,
+                 screened_head: bool = False) -> None:
         """int8_weights: one-token steps multiply by int8 copies of the layers' linears;
         bf16_prompts: prompts multiply by bf16 copies of them (backend/mixed_linear.py, CPU fp32
-        models only); the output head and everything else stay in `dtype`."""
+        models only); the output head and everything else stay in `dtype`. screened_head: a
+        forward asked only for its argmax screens the head with an int8 copy and computes in fp32
+        just the rows that can win (backend/screened_head.py; CPU fp32 models, ignored elsewhere)."""
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype = dtype
@@ -108,6 +112,8 @@ class LlamaModel:
         self.embed = t["embed"]
         self.lm_head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
         self.final_norm = t["final_norm"]
+        self.screened_head = ScreenedHead(self.lm_head) if (
+            screened_head and self.device.type == "cpu" and dtype == torch.float32) else None
         self.layers = [{name: t.get(f"layers.{i}.{name}") for name in _LAYER_WEIGHTS} for i in range(cfg.num_layers)]
         required = _REQUIRED + (("q_norm", "k_norm") if cfg.qk_norm else ()) + (
             ("post_attn_norm", "post_mlp_norm") if cfg.sandwich_norm else ())
@@ -127,23 +133,28 @@ class LlamaModel:
         self._act = (lambda x: F.gelu(x, approximate="tanh")) if cfg.activation == "gelu_tanh" else F.silu
 
     def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:  # one fused op, equal to the lines below bit for bit in fp32
+            return F.rms_norm(x, (x.shape[-1],), w, self.cfg.rms_eps)
         xf = x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.cfg.rms_eps)).to(x.dtype) * w
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None = None,
-                logits_for: str = "last", static_kv_len: int | None = None) -> torch.Tensor:
+                logits_for: str = "last", static_kv_len: int | None = None, argmax_only: bool = False) -> torch.Tensor:
         """ids, slots, positions: (n,) long. Writes K/V at `slots`; positions default to slots.
 
         Returns logits (vocab,) for the last token, or (n, vocab) with logits_for="all".
         static_kv_len: one token attending over rows [0, static_kv_len) under a mask, with fixed
-        shapes and no host synchronisation - what a CUDA graph can capture (backend/cuda_graphs.py)."""
+        shapes and no host synchronisation - what a CUDA graph can capture (backend/cuda_graphs.py).
+        argmax_only: the caller needs only the argmax of the last token's logits (a greedy step
+        with no constraint): the screened head, where the model has one."""
         cfg = self.cfg
         n = ids.shape[0]
         positions = (slots if positions is None else positions).to(self.device)
         slots_d = slots.to(self.device)
         cos, sin = cos_sin(positions, self.inv_freq)
         local_cs = cos_sin(positions, self.local_inv_freq) if cfg.local_rope else (cos, sin)
+        tables = {}  # layer's RopeConfig -> rope_tables, built once per forward
         window = cfg.sliding_window
         mask = local_mask = bias = local_bias = None
         if static_kv_len is not None:
@@ -173,7 +184,10 @@ class LlamaModel:
             if cfg.qk_norm:
                 qk = torch.cat((self._norm(qk[:cfg.num_heads], w["q_norm"]), self._norm(qk[cfg.num_heads:], w["k_norm"])))
             c, sn = local_cs if local else (cos, sin)
-            qk = apply_rope(qk, c, sn, cfg.rope_for(i))  # q and k heads in one call
+            rope = cfg.rope_for(i)
+            if rope not in tables:
+                tables[rope] = rope_tables(c, sn, rope)
+            qk = apply_rope(qk, c, sn, rope, tables[rope])  # q and k heads in one call
             q, k = qk[:cfg.num_heads], qk[cfg.num_heads:]
             if contiguous:
                 kv.k[i, :, lo:hi] = k
@@ -205,5 +219,8 @@ class LlamaModel:
             x = x + f
         if logits_for == "last":
             x = x[-1:]
-        logits = linear(self._norm(x, self.final_norm), self.lm_head).float()
+        h = self._norm(x, self.final_norm)
+        if argmax_only and logits_for == "last" and self.screened_head is not None:
+            return self.screened_head(h[0])
+        logits = linear(h, self.lm_head).float()
         return logits[0] if logits_for == "last" else logits

@@ -4,16 +4,17 @@ tokens they see at once (CPU). The fp32 default uses neither; both are opt-in an
 
 One-token steps, `--dtype int8` (decoding, a keystroke's 1-token append). A decode step reads
 every weight once, and on a 2-core VM it is bound by that read: fp32 SmolLM2-135M is ~540 MB per
-token. The layers' linears keep a per-output-channel int8 copy (a quarter of the bytes),
-multiplied by torch's int8 weight-only kernel, whose fast path takes bf16 activations: x is
-rounded to bf16 around the kernel only; norms, attention, K/V and the residual stream stay fp32.
-Measured on 120 of the model's linears, one token, cold weights: fp32 14.0 ms, int8 + bf16
-activations 5.8 ms; int8 with fp32 activations 30 ms (no fast path); fbgemm's dynamic int8 (int8
-activations too) 5.5 ms, but only 30% of HumanEval completions stayed identical to fp32
-(activation outliers), so it is not used. The output head stays fp32: an int8 head saves
-~1.7 ms of a ~30 ms step (2.7 -> 1.0 ms), not visible in `bench engine`, and its rounding flips
-near-tied greedy choices directly: completions identical to fp32 on 85.0% of 200 HumanEval
-single-line problems with it, 89.0% without (`bench quality --compare-dtype int8`).
+token. The layers' linears keep a per-output-channel int8 copy (a quarter of the bytes,
+kernels/int8_gemv.py), multiplied by fp32 activations in a small C kernel (sixth session; torch's
+int8 weight-only kernel, which rounds activations and outputs to bf16, is the fallback without a
+C compiler); norms, attention, K/V and the residual stream stay fp32. Measured on 120 of the
+model's linears, one token, cold weights: fp32 14.0 ms, torch's int8 kernel 5.8 ms warm / ~13 ms
+cold, the C kernel ~10 ms cold; int8 with fp32 activations through torch 30 ms (no fast path);
+fbgemm's dynamic int8 (int8 activations too) 5.5 ms, but only 30% of HumanEval completions stayed
+identical to fp32 (activation outliers), so it is not used. The output head is not quantized
+here: an int8 head's rounding flips near-tied greedy choices (85.0% of completions identical to
+fp32 with it, 89.0% without); greedy steps screen it in int8 and decide in fp32 instead
+(backend/screened_head.py), which keeps the fp32 argmax.
 
 Prompts, `--prefill-dtype bfloat16` (more than MAX_STEP_ROWS tokens: a cold prompt, a re-anchor,
 a warm-up). A prefill is bound by its matmuls, and on a CPU with AMX a bf16 GEMM is ~7x an fp32
@@ -26,6 +27,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from kernels.int8_gemv import int8_linear, quantize_rows
+
 MAX_STEP_ROWS = 4  # at most this many tokens at once are a "step"; more are a prompt
 
 
@@ -36,11 +39,10 @@ class MixedWeight:
     def __init__(self, w: torch.Tensor, step_int8: bool = False, prompt_bf16: bool = False) -> None:
         self.fp32 = w.detach().float().contiguous()
         self.shape = tuple(self.fp32.shape)
-        self.int8 = self.scales = self.bf16 = None
+        self.int8 = self.scales = self.scales_f32 = self.bf16 = None
         if step_int8:
-            scales = (self.fp32.abs().amax(dim=1) / 127.0).clamp(min=1e-12)
-            self.int8 = torch.round(self.fp32 / scales[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
-            self.scales = scales.to(torch.bfloat16)
+            self.int8, self.scales = quantize_rows(self.fp32)
+            self.scales_f32 = self.scales.float()
         if prompt_bf16:
             self.bf16 = self.fp32.to(torch.bfloat16)
 
@@ -49,8 +51,7 @@ class MixedWeight:
         if flat.shape[0] <= MAX_STEP_ROWS:
             if self.int8 is None:
                 return F.linear(x, self.fp32)
-            y = torch.ops.aten._weight_int8pack_mm(flat.to(torch.bfloat16), self.int8, self.scales)
-            return y.float().reshape(*x.shape[:-1], self.shape[0])
+            return int8_linear(flat, self.int8, self.scales, self.scales_f32).reshape(*x.shape[:-1], self.shape[0])
         if self.bf16 is None:
             return F.linear(x, self.fp32)
         return F.linear(x.to(torch.bfloat16), self.bf16).float()

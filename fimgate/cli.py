@@ -31,6 +31,9 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                    help="weights and KV cache; int8: int8 weights for one-token steps, fp32 otherwise (CPU)")
     p.add_argument("--prefill-dtype", default="float32", choices=["float32", "bfloat16"],
                    help="bfloat16: prompts of more than 4 tokens multiply by bf16 copies of the linears (CPU, AMX)")
+    p.add_argument("--head", default="screened", choices=["screened", "full"],
+                   help="greedy steps' output head: screened in int8, then the rows that can win in fp32 (same "
+                        "argmax), or the full fp32 head (CPU fp32)")
 
 
 def _backend_args(p: argparse.ArgumentParser) -> None:
@@ -76,7 +79,8 @@ def _engine_config(a):
         raise UserError(f"unknown pin policy {policy!r}; known: {', '.join(POLICIES)}")
     return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, budget_bytes=budget_bytes,
                         device=a.device, pin_policy=policy, dtype=a.dtype,
-                        prefill_dtype=getattr(a, "prefill_dtype", "float32"))
+                        prefill_dtype=getattr(a, "prefill_dtype", "float32"),
+                        screened_head=getattr(a, "head", "screened") == "screened")
 
 
 def _load_engine(a):

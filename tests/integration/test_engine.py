@@ -110,3 +110,33 @@ def test_concurrent_requests_are_serialized_safely(engine):
     for t in threads:
         t.join()
     assert len({f.text for f in out}) == 1
+
+
+def test_screened_head_gives_the_full_heads_greedy_completions(engine):
+    """Greedy steps screen the output head in int8 (backend/screened_head.py); completions must be
+    the full fp32 head's, token for token."""
+    from tests.conftest import source_files
+
+    texts = [open(p, encoding="utf-8").read() for p in source_files()[:6]]
+    prompts = [engine.tokenizer.encode(t)[:120 + 37 * i] for i, t in enumerate(texts)]
+    model = engine.model
+    real = model.screened_head
+    assert real is not None
+    calls = []
+
+    def counting(x):
+        calls.append(1)
+        return real(x)
+
+    model.screened_head = counting
+    try:
+        screened = [_run(engine, ids, user=f"head-s{i}", max_tokens=24)[0] for i, ids in enumerate(prompts)]
+    finally:
+        model.screened_head = None
+    try:
+        full = [_run(engine, ids, user=f"head-f{i}", max_tokens=24)[0] for i, ids in enumerate(prompts)]
+    finally:
+        model.screened_head = real
+    assert len(calls) >= sum(r.usage.completion_tokens for r in screened)  # the screen ran on every pick
+    assert [r.text for r in screened] == [r.text for r in full]
+    assert all(r.text for r in full)

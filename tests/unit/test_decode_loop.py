@@ -22,7 +22,7 @@ def _run(script: list[int], cancel_after: int | None = None, **plan_kw):
         x[3] = 5.0  # "return": second choice everywhere
         return x
 
-    def step(tok: int) -> torch.Tensor:
+    def step(tok: int, argmax_only: bool) -> torch.Tensor:
         calls.append(tok)
         if cancel_after is not None and len(calls) >= cancel_after:
             cancel.cancel()

@@ -35,3 +35,18 @@ def test_layouts_differ_and_zero_delta_is_identity():
 def test_bad_layout_is_rejected():
     with pytest.raises(ValueError, match="layout"):
         RopeConfig(64, layout="sideways")
+
+
+@pytest.mark.parametrize("layout", ["neox", "gptj"])
+def test_rope_tables_give_the_reference_bit_for_bit(layout):
+    from kernels.rope import apply_rope_reference, rope_tables
+
+    cfg = RopeConfig(head_dim=64, layout=layout)
+    x = torch.randn(12, 5, 64)
+    pos = torch.tensor([0, 3, 17, 900, 4095])
+    cos, sin = cos_sin(pos, inv_frequencies(cfg))
+    assert torch.equal(apply_rope(x, cos, sin, cfg, rope_tables(cos, sin, cfg)), apply_rope_reference(x, cos, sin, cfg))
+    partial = RopeConfig(head_dim=64, rotary_dim=32, layout=layout)  # tables do not apply: the reference runs
+    cos, sin = cos_sin(pos, inv_frequencies(partial))
+    assert torch.equal(apply_rope(x, cos, sin, partial, rope_tables(cos, sin, partial)),
+                       apply_rope_reference(x, cos, sin, partial))

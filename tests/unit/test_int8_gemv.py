@@ -1,0 +1,65 @@
+"""The int8 GEMV (kernels/int8_gemv.py): the C kernel equals the dequantized product over shapes
+that exercise its edges (rows not a multiple of its 8-row blocks, k not a multiple of 16, up to
+4 activation rows), and the fallback to torch's kernel gives the same answer to bf16 rounding."""
+import shutil
+
+import pytest
+import torch
+
+import kernels.int8_gemv as K
+
+
+def _dequantized(q, scales):
+    return q.float() * scales.float()[:, None]
+
+
+def test_quantize_rows_bound_holds_for_the_stored_scales():
+    torch.manual_seed(0)
+    w = torch.randn(300, 70) * torch.logspace(-3, 1, 300)[:, None]  # rows of very different size
+    w[5, 3] = 40.0  # an outlier
+    q, scales = K.quantize_rows(w)
+    assert q.dtype == torch.int8 and scales.dtype == torch.bfloat16
+    assert int(q.abs().max()) <= 127
+    err = (w - _dequantized(q, scales)).abs()
+    assert bool((err <= scales.float()[:, None] / 2 * (1 + 1e-6)).all())
+
+
+def test_a_compiler_means_the_c_kernel_runs():
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler: torch's kernel is the fallback")
+    assert K.kernel_available(), "a C compiler is installed but kernels/int8_gemv.c did not build"
+
+
+@pytest.mark.parametrize("n,k,m", [(1, 16, 1), (7, 33, 1), (9, 576, 2), (960, 576, 1), (576, 1536, 4), (13, 5, 3)])
+def test_c_kernel_equals_the_dequantized_product(n, k, m):
+    if not K.kernel_available():
+        pytest.skip("the C kernel is not built here")
+    torch.manual_seed(n * 1000 + k)
+    q, scales = K.quantize_rows(torch.randn(n, k))
+    x = torch.randn(m, k)
+    want = x.double() @ _dequantized(q, scales).double().T
+    got = K.int8_linear(x, q, scales)
+    assert got.shape == (m, n) and got.dtype == torch.float32
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-4 * k ** 0.5)
+
+
+def test_c_kernel_takes_a_non_contiguous_x_and_refuses_a_wrong_shape():
+    if not K.kernel_available():
+        pytest.skip("the C kernel is not built here")
+    q, scales = K.quantize_rows(torch.randn(24, 40))
+    x = torch.randn(40, 2).T  # (2, 40), transposed view
+    assert torch.allclose(K.int8_linear(x, q, scales), x @ _dequantized(q, scales).T, atol=1e-4)
+    with pytest.raises(ValueError):
+        K.int8_linear(torch.randn(1, 41), q, scales)
+
+
+def test_torch_fallback_agrees_with_the_kernel(monkeypatch):
+    torch.manual_seed(3)
+    q, scales = K.quantize_rows(torch.randn(200, 96))
+    x = torch.randn(1, 96)
+    want = x @ _dequantized(q, scales).T
+    monkeypatch.setattr(K, "_lib", None)
+    monkeypatch.setattr(K, "_tried", True)
+    fallback = K.int8_linear(x, q, scales)  # bf16 activations and output: close, not equal
+    assert not torch.equal(fallback, want)
+    assert ((fallback - want).norm() / want.norm()).item() < 0.01
