@@ -7,9 +7,9 @@ every weight once, and on a 2-core VM it is bound by that read: fp32 SmolLM2-135
 token. The layers' linears keep a per-output-channel int8 copy (a quarter of the bytes,
 kernels/int8_gemv.py), multiplied by fp32 activations in a small C kernel (sixth session; torch's
 int8 weight-only kernel, which rounds activations and outputs to bf16, is the fallback without a
-C compiler); norms, attention, K/V and the residual stream stay fp32. Measured on 120 of the
-model's linears, one token, cold weights: fp32 14.0 ms, torch's int8 kernel 5.8 ms warm / ~13 ms
-cold, the C kernel ~10 ms cold; int8 with fp32 activations through torch 30 ms (no fast path);
+C compiler); norms, attention, K/V and the residual stream stay fp32. The 120 linears of one
+step (`python -m bench.int8_gemv`, one run): fp32 25.4 ms, torch's int8 kernel 15.1 ms, the C
+kernel 11.8 ms; int8 with fp32 activations through torch ~30 ms (no fast path);
 fbgemm's dynamic int8 (int8 activations too) 5.5 ms, but only 30% of HumanEval completions stayed
 identical to fp32 (activation outliers), so it is not used. The output head is not quantized
 here: an int8 head's rounding flips near-tied greedy choices (85.0% of completions identical to
