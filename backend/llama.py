@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from backend.mixed_linear import MixedWeight, linear
 from backend.model_config import ModelConfig
 from backend.screened_head import ScreenedHead
+from kernels.decode_attention import decode_attention as cpu_decode_attention
 from kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables
 
 _LAYER_WEIGHTS = ("attn_norm", "q", "k", "v", "o", "q_bias", "k_bias", "v_bias", "mlp_norm", "gate", "up", "down",
@@ -73,7 +74,12 @@ def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     q: (heads, 1, d); keys, values: (kv_heads, L, d) views into the KV buffer; bias: (L,) float32,
     0 or -inf per key (the fixed-shape step of a CUDA graph). SDPA with enable_gqa copies K and V
     once per query head group on CPU (~9x the cache per layer per step at 2k context); a batched
-    matmul over (kv_heads, group) reads them once."""
+    matmul over (kv_heads, group) reads them once. On CPU in fp32, without a bias, the C kernel
+    (kernels/decode_attention.c) does it instead, where it is built."""
+    if bias is None:
+        out = cpu_decode_attention(q, keys, values, scale)
+        if out is not None:
+            return out
     kv_heads, _, d = keys.shape
     group = q.shape[0] // kv_heads
     qg = q.reshape(kv_heads, group, d)

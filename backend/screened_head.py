@@ -15,6 +15,8 @@ row) gives every logit to within a bound known row by row:
 A row whose upper bound (approx + bound) is below the best lower bound (max of approx - bound)
 cannot be the argmax; the rest - a median of 11 rows of 49,152 on real hidden states, at most
 ~200 - are computed in fp32 from the fp32 rows and written over their screened values. The
+screen runs in C where kernels/int8_gemv.c is built (product, bounds and rows in one call):
+one greedy step's head, cold, ~3.4 ms against 4.9 ms for the fp32 head. The
 argmax of the returned logits is then the fp32 head's (up to fp32 rounding between two rows
 within ~1e-6 of each other, the level at which a full prefill and a decode step already differ).
 The other entries are the screened approximations: right for the argmax, not for sampling or a
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.int8_gemv import int8_linear, quantize_rows
+from kernels.int8_gemv import int8_linear, int8_screen, quantize_rows
 
 _BF16_U = 2.0 ** -8
 _FP32_U = 2.0 ** -24
@@ -47,8 +49,11 @@ class ScreenedHead:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x: (hidden,) fp32 -> (vocab,) logits whose argmax is the fp32 head's."""
-        approx, bound = self.screen(x)
-        floor = (approx - bound).max()
-        rows = torch.nonzero(approx + bound >= floor)[:, 0]
-        approx[rows] = self.fp32[rows] @ x
+        done = int8_screen(x, self.int8, self.scales_f32, self.bound_per_l1, 2 * _BF16_U)  # C: one call
+        if done is not None:
+            approx, rows = done
+        else:
+            approx, bound = self.screen(x)
+            rows = torch.nonzero(approx + bound >= (approx - bound).max())[:, 0]
+        approx[rows] = self.fp32.index_select(0, rows) @ x
         return approx

@@ -69,3 +69,24 @@ int has_avx512(void) {
     return 0;
 #endif
 }
+
+/* The screen of backend/screened_head.py in one call: y = the int8 product for one x (m = 1),
+ * bound_r = per_l1[r] * l1 + rel * |y_r|, and the rows that can still be the argmax - those
+ * whose upper bound y + bound reaches the best lower bound max(y - bound) - written to `rows`.
+ * Returns how many. */
+int64_t int8_screen(const int8_t *w, const float *scale, const float *per_l1, const float *x, float *y,
+                    int64_t *rows, int64_t n, int64_t k, float l1, float rel, int threads) {
+    int8_gemv(w, scale, x, y, n, k, 1, threads);
+    float floor = -3.0e38f;
+    for (int64_t r = 0; r < n; r++) {
+        float b = per_l1[r] * l1 + rel * (y[r] < 0 ? -y[r] : y[r]);
+        float lo = y[r] - b;
+        floor = lo > floor ? lo : floor;
+    }
+    int64_t count = 0;
+    for (int64_t r = 0; r < n; r++) {
+        float b = per_l1[r] * l1 + rel * (y[r] < 0 ? -y[r] : y[r]);
+        if (y[r] + b >= floor) rows[count++] = r;
+    }
+    return count;
+}

@@ -3,31 +3,21 @@
     q, scales = quantize_rows(w)                 # per output row: w ~ q * scale, |q| <= 127
     y = int8_linear(x, q, scales)                # (m, k) fp32, m small -> (m, n) fp32
 
-The C kernel (kernels/int8_gemv.c) reads each int8 weight once and multiplies it, converted to
-fp32, into fp32 activations with fp32 sums. It is compiled with the system's C compiler on first
-use (`cc -O3 -march=native -fopenmp`, ~1 s) into a cache directory and loaded with ctypes. It
+The C kernel (kernels/int8_gemv.c, built by kernels/cpu_build.py) reads each int8 weight once
+and multiplies it, converted to fp32, into fp32 activations with fp32 sums. It
 beats torch's int8 weight-only kernel (`aten._weight_int8pack_mm`, which takes bf16 activations
 and returns bf16) on this machine's decode-step shapes - 120 linears of SmolLM2-135M, one token:
 11.8 ms against 15.1 ms, fp32 25.4 ms (`python -m bench.int8_gemv`) - and keeps the activations
 in fp32. Without
-a C compiler, or with FIMGATE_INT8_KERNEL=torch, torch's kernel does the work (bf16 activations).
+a C compiler, or with FIMGATE_CPU_KERNELS=torch, torch's kernel does the work (bf16 activations).
 """
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import logging
-import os
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
 
 import torch
 
-log = logging.getLogger(__name__)
-_SOURCE = Path(__file__).with_name("int8_gemv.c")
-_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+from kernels import cpu_build
 
 
 def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,46 +33,6 @@ def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scales
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "fimgate" / "kernels"
-
-
-def _cpu_flags() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line for line in f if line.startswith("flags")), "")
-    except OSError:
-        return ""
-
-
-def _build() -> ctypes.CDLL | None:
-    """Compile (once per source, compiler flags and CPU) and load the kernel; None if impossible."""
-    if os.environ.get("FIMGATE_INT8_KERNEL", "c") == "torch":
-        return None
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        log.warning("no C compiler found: int8 steps use torch's kernel (bf16 activations)")
-        return None
-    key = hashlib.sha256(_SOURCE.read_bytes() + " ".join(_FLAGS).encode() + _cpu_flags().encode()).hexdigest()[:16]
-    lib_path = _cache_dir() / f"int8_gemv-{key}.so"
-    try:
-        if not lib_path.exists():
-            lib_path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_path.parent)
-            os.close(fd)
-            subprocess.run([cc, *_FLAGS, str(_SOURCE), "-o", tmp], check=True, capture_output=True, timeout=120)
-            os.replace(tmp, lib_path)  # atomic: a concurrent build never loads half a file
-        lib = ctypes.CDLL(str(lib_path))  # after torch: its libgomp is the one already loaded
-    except (OSError, subprocess.SubprocessError) as e:
-        detail = getattr(e, "stderr", b"") or b""
-        log.warning("int8 kernel build failed (%s %s): using torch's kernel", e, detail.decode(errors="replace")[:500])
-        return None
-    lib.int8_gemv.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int]
-    lib.int8_gemv.restype = None
-    return lib
-
-
 _lib: ctypes.CDLL | None = None
 _tried = False
 
@@ -90,7 +40,12 @@ _tried = False
 def kernel_available() -> bool:
     global _lib, _tried
     if not _tried:
-        _lib, _tried = _build(), True
+        _lib, _tried = cpu_build.load("int8_gemv"), True
+        if _lib is not None:
+            _lib.int8_gemv.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int]
+            _lib.int8_gemv.restype = None
+            _lib.int8_screen.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 2 + [ctypes.c_float] * 2 + [ctypes.c_int]
+            _lib.int8_screen.restype = ctypes.c_int64
     return _lib is not None
 
 
@@ -108,3 +63,19 @@ def int8_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, scales_f
     _lib.int8_gemv(q.data_ptr(), s.data_ptr(), x.data_ptr(), y.data_ptr(), q.shape[0], q.shape[1], x.shape[0],
                    torch.get_num_threads())
     return y
+
+
+def int8_screen(x: torch.Tensor, q: torch.Tensor, scales_f32: torch.Tensor, per_l1: torch.Tensor, rel: float
+                ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """For backend/screened_head.py, in one C call: x (k,) fp32 -> (y, rows): y = q x * scales,
+    rows: the indices r with y_r + b_r >= max(y - b), b = per_l1 * |x|_1 + rel * |y|. None
+    without the C kernel."""
+    if not kernel_available():
+        return None
+    x = x.contiguous()
+    n = q.shape[0]
+    y = torch.empty(n)
+    rows = torch.empty(n, dtype=torch.int64)
+    count = _lib.int8_screen(q.data_ptr(), scales_f32.data_ptr(), per_l1.data_ptr(), x.data_ptr(), y.data_ptr(),
+                             rows.data_ptr(), n, q.shape[1], float(x.abs().sum()), rel, torch.get_num_threads())
+    return y, rows[:count]
