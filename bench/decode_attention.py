@@ -27,12 +27,12 @@ def main() -> None:
     torch.manual_seed(0)
     bufs = [(torch.randn(KV_HEADS, CAPACITY, D), torch.randn(KV_HEADS, CAPACITY, D)) for _ in range(LAYERS)]
     q = torch.randn(KV_HEADS * GROUP, 1, D)
-    lib = kernel._lib if kernel.kernel_available() else None
-    out = {"threads": torch.get_num_threads(), "kernel_built": lib is not None, "ms_per_step": {}}
+    built = kernel.kernel_available()
+    out = {"threads": torch.get_num_threads(), "kernel_built": built, "ms_per_step": {}}
     for n in (int(c) for c in a.context.split(",")):
         best = {}
-        for name in ("torch", "c") if lib is not None else ("torch",):
-            kernel._lib = lib if name == "c" else None
+        for name in ("torch", "c") if built else ("torch",):
+            kernel.KERNEL.set_enabled(name == "c")
             times = []
             for _ in range(a.repeats):
                 t0 = time.perf_counter()
@@ -40,7 +40,7 @@ def main() -> None:
                     _decode_attention(q, k[:, :n], v[:, :n], D ** -0.5)
                 times.append((time.perf_counter() - t0) * 1000)
             best[name] = round(min(times), 2)
-        kernel._lib = lib
+        kernel.KERNEL.set_enabled(True)
         out["ms_per_step"][n] = best
     print(json.dumps(out, indent=1))
 

@@ -1,6 +1,7 @@
 """Build and load this package's small C kernels (kernels/*.c) for the CPU.
 
-    lib = load("int8_gemv")       # a ctypes.CDLL, or None where no kernel can be built
+    GEMV = Kernel("int8_gemv", {"int8_gemv": ([ctypes.c_void_p, ...], None)})
+    GEMV.lib                      # a ctypes.CDLL with those signatures, or None where it cannot be built
 
 Each source is compiled with the system's C compiler on first use (`cc -O3 -march=native
 -fopenmp`, ~1 s) into ~/.cache/fimgate/kernels (or $XDG_CACHE_HOME), keyed by the source, the
@@ -73,3 +74,29 @@ def _build(name: str) -> ctypes.CDLL | None:
         detail = (getattr(e, "stderr", b"") or b"").decode(errors="replace")[:500]
         log.warning("kernels/%s.c did not build (%s %s): torch does that work", name, e, detail)
         return None
+
+
+class Kernel:
+    """One kernels/<name>.c: built and loaded on first use of `lib`, its functions' ctypes
+    signatures declared ({function: (argtypes, restype)}); `lib` is None where it cannot be."""
+
+    def __init__(self, name: str, signatures: dict[str, tuple[list, object]]) -> None:
+        self.name = name
+        self.signatures = signatures
+        self._lib: ctypes.CDLL | None = None
+        self._tried = False
+        self._enabled = True
+
+    @property
+    def lib(self) -> ctypes.CDLL | None:
+        if not self._tried:
+            self._tried = True
+            self._lib = load(self.name)
+            for fn, (argtypes, restype) in self.signatures.items() if self._lib is not None else ():
+                getattr(self._lib, fn).argtypes = argtypes
+                getattr(self._lib, fn).restype = restype
+        return self._lib if self._enabled else None
+
+    def set_enabled(self, on: bool) -> None:
+        """Off: `lib` is None and callers take their torch path (benchmarks compare the two)."""
+        self._enabled = on

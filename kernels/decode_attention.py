@@ -16,25 +16,21 @@ import torch
 
 from kernels import cpu_build
 
-_lib: ctypes.CDLL | None = None
-_tried = False
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+KERNEL = cpu_build.Kernel("decode_attention", {
+    "decode_attention": ([_P, _P, _P, _P, _P, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_int], None),
+})
 
 
 def kernel_available() -> bool:
-    global _lib, _tried
-    if not _tried:
-        _lib, _tried = cpu_build.load("decode_attention"), True
-        if _lib is not None:
-            _lib.decode_attention.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_float, ctypes.c_int]
-            _lib.decode_attention.restype = None
-    return _lib is not None
+    return KERNEL.lib is not None
 
 
 def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float) -> torch.Tensor | None:
     """q: (heads, 1, d); keys, values: (kv_heads, L, d) views whose rows are contiguous and whose
     heads share one stride (views into a KV buffer). Returns (heads, 1, d) fp32, or None."""
     if (q.device.type != "cpu" or q.dtype != torch.float32 or keys.dtype != torch.float32
-            or values.dtype != torch.float32 or not kernel_available()):
+            or values.dtype != torch.float32 or KERNEL.lib is None):
         return None
     kv_heads, n, d = keys.shape
     if (keys.stride(2) != 1 or keys.stride(1) != d or values.stride() != keys.stride() or n == 0
@@ -45,6 +41,6 @@ def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
     q = q.reshape(heads, d).contiguous()
     out = torch.empty(heads, 1, d)
     ws = torch.empty(heads * n + threads * heads * (d + 2))
-    _lib.decode_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), ws.data_ptr(),
+    KERNEL.lib.decode_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), ws.data_ptr(),
                           kv_heads, heads // kv_heads, d, n, keys.stride(0), scale, threads)
     return out

@@ -33,34 +33,30 @@ def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scales
 
 
-_lib: ctypes.CDLL | None = None
-_tried = False
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+KERNEL = cpu_build.Kernel("int8_gemv", {
+    "int8_gemv": ([_P, _P, _P, _P, _I, _I, _I, ctypes.c_int], None),
+    "int8_screen": ([_P, _P, _P, _P, _P, _P, _I, _I, ctypes.c_float, ctypes.c_float, ctypes.c_int], ctypes.c_int64),
+})
 
 
 def kernel_available() -> bool:
-    global _lib, _tried
-    if not _tried:
-        _lib, _tried = cpu_build.load("int8_gemv"), True
-        if _lib is not None:
-            _lib.int8_gemv.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int]
-            _lib.int8_gemv.restype = None
-            _lib.int8_screen.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 2 + [ctypes.c_float] * 2 + [ctypes.c_int]
-            _lib.int8_screen.restype = ctypes.c_int64
-    return _lib is not None
+    return KERNEL.lib is not None
 
 
 def int8_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, scales_f32: torch.Tensor | None = None
                 ) -> torch.Tensor:
     """x: (m, k) fp32 on CPU; q: (n, k) int8; scales: (n,) bf16 (scales_f32: the same values as
     fp32, to spare a conversion per call). Returns (m, n) fp32 = x @ (q * scales)^T."""
-    if not kernel_available():
+    lib = KERNEL.lib
+    if lib is None:
         return torch.ops.aten._weight_int8pack_mm(x.to(torch.bfloat16), q, scales).float()
     if x.dtype != torch.float32 or x.dim() != 2 or x.shape[1] != q.shape[1]:
         raise ValueError(f"int8_linear: x {tuple(x.shape)} {x.dtype} against weights {tuple(q.shape)}")
     x = x.contiguous()
     s = scales.float() if scales_f32 is None else scales_f32
     y = torch.empty(x.shape[0], q.shape[0])
-    _lib.int8_gemv(q.data_ptr(), s.data_ptr(), x.data_ptr(), y.data_ptr(), q.shape[0], q.shape[1], x.shape[0],
+    lib.int8_gemv(q.data_ptr(), s.data_ptr(), x.data_ptr(), y.data_ptr(), q.shape[0], q.shape[1], x.shape[0],
                    torch.get_num_threads())
     return y
 
@@ -70,12 +66,13 @@ def int8_screen(x: torch.Tensor, q: torch.Tensor, scales_f32: torch.Tensor, per_
     """For backend/screened_head.py, in one C call: x (k,) fp32 -> (y, rows): y = q x * scales,
     rows: the indices r with y_r + b_r >= max(y - b), b = per_l1 * |x|_1 + rel * |y|. None
     without the C kernel."""
-    if not kernel_available():
+    lib = KERNEL.lib
+    if lib is None:
         return None
     x = x.contiguous()
     n = q.shape[0]
     y = torch.empty(n)
     rows = torch.empty(n, dtype=torch.int64)
-    count = _lib.int8_screen(q.data_ptr(), scales_f32.data_ptr(), per_l1.data_ptr(), x.data_ptr(), y.data_ptr(),
+    count = lib.int8_screen(q.data_ptr(), scales_f32.data_ptr(), per_l1.data_ptr(), x.data_ptr(), y.data_ptr(),
                              rows.data_ptr(), n, q.shape[1], float(x.abs().sum()), rel, torch.get_num_threads())
     return y, rows[:count]
