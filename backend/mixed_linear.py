@@ -39,10 +39,9 @@ class MixedWeight:
     def __init__(self, w: torch.Tensor, step_int8: bool = False, prompt_bf16: bool = False) -> None:
         self.fp32 = w.detach().float().contiguous()
         self.shape = tuple(self.fp32.shape)
-        self.int8 = self.scales = self.scales_f32 = self.bf16 = None
+        self.int8 = self.bf16 = None
         if step_int8:
-            self.int8, self.scales = quantize_rows(self.fp32)
-            self.scales_f32 = self.scales.float()
+            self.int8 = quantize_rows(self.fp32)
         if prompt_bf16:
             self.bf16 = self.fp32.to(torch.bfloat16)
 
@@ -51,7 +50,7 @@ class MixedWeight:
         if flat.shape[0] <= MAX_STEP_ROWS:
             if self.int8 is None:
                 return F.linear(x, self.fp32)
-            return int8_linear(flat, self.int8, self.scales, self.scales_f32).reshape(*x.shape[:-1], self.shape[0])
+            return int8_linear(flat, self.int8).reshape(*x.shape[:-1], self.shape[0])
         if self.bf16 is None:
             return F.linear(x, self.fp32)
         return F.linear(x.to(torch.bfloat16), self.bf16).float()

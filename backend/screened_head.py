@@ -36,20 +36,19 @@ class ScreenedHead:
     def __init__(self, w: torch.Tensor) -> None:
         """w: the (vocab, hidden) fp32 head on CPU."""
         self.fp32 = w.detach().float().contiguous()
-        self.int8, self.scales = quantize_rows(self.fp32)
-        self.scales_f32 = self.scales.float()
+        self.int8 = quantize_rows(self.fp32)
         n = self.fp32.shape[1]
-        self.bound_per_l1 = self.scales_f32 * (0.5 + 127 * _BF16_U * (1 + _BF16_U) + 127 * (n + 2) * _FP32_U * 1.01)
+        self.bound_per_l1 = self.int8.scales_f32 * (0.5 + 127 * _BF16_U * (1 + _BF16_U) + 127 * (n + 2) * _FP32_U * 1.01)
 
     def screen(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (hidden,) fp32 -> (approximate logits, their error bounds), both (vocab,) fp32."""
-        approx = int8_linear(x[None], self.int8, self.scales, self.scales_f32)[0]
+        approx = int8_linear(x[None], self.int8)[0]
         bound = torch.addcmul(self.bound_per_l1 * x.abs().sum(), approx.abs(), torch.tensor(2 * _BF16_U))
         return approx, bound
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x: (hidden,) fp32 -> (vocab,) logits whose argmax is the fp32 head's."""
-        done = int8_screen(x, self.int8, self.scales_f32, self.bound_per_l1, 2 * _BF16_U)  # C: one call
+        done = int8_screen(x, self.int8, self.bound_per_l1, 2 * _BF16_U)  # C: one call
         if done is not None:
             approx, rows = done
         else:

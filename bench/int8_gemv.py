@@ -31,14 +31,13 @@ def main() -> None:
     for _ in range(a.layers):
         for n, k in SHAPES:
             w = torch.randn(n, k) * 0.05
-            q, s = quantize_rows(w)
-            mats.append((w, q, s, s.float(), torch.randn(1, k)))
+            mats.append((w, quantize_rows(w), torch.randn(1, k)))
     ways = {
-        "fp32": lambda w, q, s, sf, x: F.linear(x, w),
-        "torch_int8_bf16_act": lambda w, q, s, sf, x: torch.ops.aten._weight_int8pack_mm(x.to(torch.bfloat16), q, s),
+        "fp32": lambda w, r, x: F.linear(x, w),
+        "torch_int8_bf16_act": lambda w, r, x: torch.ops.aten._weight_int8pack_mm(x.to(torch.bfloat16), r.q, r.scales),
     }
     if kernel_available():
-        ways["c_int8_fp32_act"] = lambda w, q, s, sf, x: int8_linear(x, q, s, sf)
+        ways["c_int8_fp32_act"] = lambda w, r, x: int8_linear(x, r)
     best = {name: float("inf") for name in ways}
     for _ in range(a.repeats):
         for name, f in ways.items():
@@ -46,7 +45,7 @@ def main() -> None:
             for m in mats:
                 f(*m)
             best[name] = min(best[name], (time.perf_counter() - t0) * 1000)
-    mb = {"fp32": sum(m[0].numel() * 4 for m in mats) / 1e6, "int8": sum(m[1].numel() for m in mats) / 1e6}
+    mb = {"fp32": sum(m[0].numel() * 4 for m in mats) / 1e6, "int8": sum(m[1].q.numel() for m in mats) / 1e6}
     print(json.dumps({"linears": len(mats), "threads": torch.get_num_threads(), "weights_mb": mb,
                       "best_ms": {k: round(v, 2) for k, v in best.items()}}, indent=1))
 

@@ -17,7 +17,7 @@ def test_quantize_rows_bound_holds_for_the_stored_scales():
     torch.manual_seed(0)
     w = torch.randn(300, 70) * torch.logspace(-3, 1, 300)[:, None]  # rows of very different size
     w[5, 3] = 40.0  # an outlier
-    q, scales = K.quantize_rows(w)
+    q, scales, _ = K.quantize_rows(w)
     assert q.dtype == torch.int8 and scales.dtype == torch.bfloat16
     assert int(q.abs().max()) <= 127
     err = (w - _dequantized(q, scales)).abs()
@@ -35,10 +35,11 @@ def test_c_kernel_equals_the_dequantized_product(n, k, m):
     if not K.kernel_available():
         pytest.skip("the C kernel is not built here")
     torch.manual_seed(n * 1000 + k)
-    q, scales = K.quantize_rows(torch.randn(n, k))
+    rows = K.quantize_rows(torch.randn(n, k))
+    q, scales = rows.q, rows.scales
     x = torch.randn(m, k)
     want = x.double() @ _dequantized(q, scales).double().T
-    got = K.int8_linear(x, q, scales)
+    got = K.int8_linear(x, rows)
     assert got.shape == (m, n) and got.dtype == torch.float32
     assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-4 * k ** 0.5)
 
@@ -46,21 +47,23 @@ def test_c_kernel_equals_the_dequantized_product(n, k, m):
 def test_c_kernel_takes_a_non_contiguous_x_and_refuses_a_wrong_shape():
     if not K.kernel_available():
         pytest.skip("the C kernel is not built here")
-    q, scales = K.quantize_rows(torch.randn(24, 40))
+    rows = K.quantize_rows(torch.randn(24, 40))
+    q, scales = rows.q, rows.scales
     x = torch.randn(40, 2).T  # (2, 40), transposed view
-    assert torch.allclose(K.int8_linear(x, q, scales), x @ _dequantized(q, scales).T, atol=1e-4)
+    assert torch.allclose(K.int8_linear(x, rows), x @ _dequantized(q, scales).T, atol=1e-4)
     with pytest.raises(ValueError):
-        K.int8_linear(torch.randn(1, 41), q, scales)
+        K.int8_linear(torch.randn(1, 41), rows)
 
 
 def test_torch_fallback_agrees_with_the_kernel():
     torch.manual_seed(3)
-    q, scales = K.quantize_rows(torch.randn(200, 96))
+    rows = K.quantize_rows(torch.randn(200, 96))
+    q, scales = rows.q, rows.scales
     x = torch.randn(1, 96)
     want = x @ _dequantized(q, scales).T
     K.KERNEL.set_enabled(False)
     try:
-        fallback = K.int8_linear(x, q, scales)  # bf16 activations and output: close, not equal
+        fallback = K.int8_linear(x, rows)  # bf16 activations and output: close, not equal
     finally:
         K.KERNEL.set_enabled(True)
     assert not torch.equal(fallback, want)
