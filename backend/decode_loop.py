@@ -2,10 +2,12 @@
 
 It owns what a completion means to the client - the healing constraint re-spelled and not
 repeated, stop tokens, stop strings held back until they cannot match, cancel between
-tokens - and leaves the forward pass to the caller (`step(token, argmax_only)`; argmax_only: the next pick is
-greedy and unconstrained, so only the argmax of the logits it returns need be right): the embedded
-engine's model, or
-a benchmark peer (bench/llama_cpp_peer.py), so both answer the same plan the same way.
+tokens - and leaves the forward pass to the caller, `step(token, argmax_only, only_ids)`: the
+embedded engine's model, or a benchmark peer (bench/llama_cpp_peer.py), so both answer the same
+plan the same way. The two hints say what the next pick reads of the logits step returns, so a
+model may skip the rest of its output head: argmax_only, the pick is greedy and unconstrained
+(only the argmax need be right); only_ids, the pick is restricted to these tokens (a healing
+constraint: only their entries are read, the others may be anything).
 
     events = decode(plan, logits, step, ...)      # yields TextDelta, returns Decoded
     result = yield from events
@@ -32,11 +34,17 @@ class Decoded:
     finish: str  # "stop", "length", "cancelled"
 
 
-def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[[int], torch.Tensor], token_bytes: list[bytes],
+def first_pick(plan: FimPlan, heal_index: TextPrefixIndex) -> tuple[bool, list[int] | None]:
+    """(argmax_only, only_ids) for the prompt's own logits: what decode() reads of them first."""
+    allowed = HealingCursor(heal_index, plan.healing.text.encode("utf-8")).allowed()
+    return plan.sampling.temperature == 0 and allowed is None, allowed
+
+
+def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[..., torch.Tensor], token_bytes: list[bytes],
            heal_index: TextPrefixIndex, eos_id: int | None, max_new: int, cancel: CancelToken
            ) -> Generator[TextDelta, None, Decoded]:
-    """Sample from `logits` (the prompt's last), then step(token, argmax_only) -> the next
-    logits, up to `max_new` tokens (the plan's max_tokens plus what healing re-spells)."""
+    """Sample from `logits` (the prompt's last), then step(token, argmax_only, only_ids) -> the
+    next logits, up to `max_new` tokens (the plan's max_tokens plus what healing re-spells)."""
     gen = torch.Generator().manual_seed(plan.sampling.seed) if plan.sampling.seed is not None else None
     stop_ids = set(plan.stop_token_ids) | ({eos_id} - {None})
     stops = StopStrings(plan.sampling.stop)
@@ -45,11 +53,12 @@ def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[[int], torch.Tens
     t_first = None
     num_out = 0
     finish = "length"
+    allowed = healing.allowed()
     for i in range(max_new):
         if cancel.cancelled:
             finish = "cancelled"
             break
-        tok = sample(logits, plan.sampling, gen, healing.allowed())
+        tok = sample(logits, plan.sampling, gen, allowed)
         if t_first is None:
             t_first = time.perf_counter()
         if tok in stop_ids and not healing.pending:
@@ -65,7 +74,8 @@ def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[[int], torch.Tens
             break
         if num_out >= plan.sampling.max_tokens or i == max_new - 1:
             break
-        logits = step(tok, greedy and healing.allowed() is None)
+        allowed = healing.allowed()
+        logits = step(tok, greedy and allowed is None, allowed)
     tail = stops.flush()
     if tail and finish != "cancelled":
         yield TextDelta(tail)

@@ -27,7 +27,7 @@ from backend.base import (CancelToken, ContextOverflowError, Finished, FimPlan, 
                           StreamEvent, UsageReport)
 from backend.block_tree import BlockTree, common_prefix
 from backend.constraint import TextPrefixIndex
-from backend.decode_loop import decode, decode_rate
+from backend.decode_loop import decode, decode_rate, first_pick
 from backend.llama import KVBuffer, LlamaModel
 from backend.pinning import KeystrokePins
 from backend.shifted_reuse import select_recompute, usable_spans
@@ -200,19 +200,20 @@ class EmbeddedEngine:
             yield self._finish(plan, slot, "", usage, t0, None, None, 0, cancelled=True)
             return
         dev = self.model.device
-        argmax_only = plan.sampling.temperature == 0 and not plan.healing.text  # the first pick: greedy, unconstrained
+        argmax_only, only_ids = first_pick(plan, self._heal_index)
         if len(positions) == 1 and not recompute:  # a keystroke's 1-token append: one decode step
-            logits = self._step(prompt[positions[0]], positions[0], slot.kv, argmax_only)
+            logits = self._step(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
         else:
             logits = self.model.forward(torch.tensor([prompt[p] for p in positions], device=dev),
-                                        torch.tensor(positions, device=dev), slot.kv, argmax_only=argmax_only)
+                                        torch.tensor(positions, device=dev), slot.kv, argmax_only=argmax_only,
+                                        only_ids=only_ids)
         slot.tokens = list(prompt)
         if plan.sampling.max_tokens == 0:
             yield self._finish(plan, slot, "", usage, t0, None, None, 0, finish_reason="length")
             return
 
-        def step(tok: int, argmax_only: bool = False) -> torch.Tensor:
-            logits = self._step(tok, len(slot.tokens), slot.kv, argmax_only)
+        def step(tok: int, argmax_only: bool = False, only_ids: list[int] | None = None) -> torch.Tensor:
+            logits = self._step(tok, len(slot.tokens), slot.kv, argmax_only, only_ids)
             slot.tokens.append(tok)
             return logits
 
@@ -221,13 +222,14 @@ class EmbeddedEngine:
         yield self._finish(plan, slot, out.text, usage, t0, out.t_first, time.perf_counter(), out.num_out,
                            cancelled=out.finish == "cancelled", finish_reason=out.finish)
 
-    def _step(self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False) -> torch.Tensor:
+    def _step(self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False,
+              only_ids: list[int] | None = None) -> torch.Tensor:
         """Logits after one token at `position`: a replayed CUDA graph where there is one."""
         if self._graphs is not None:
             return self._graphs.step(token, position, kv)
         dev = self.model.device
         return self.model.forward(torch.tensor([token], device=dev), torch.tensor([position], device=dev), kv,
-                                  argmax_only=argmax_only)
+                                  argmax_only=argmax_only, only_ids=only_ids)
 
     def _finish(self, plan, slot, text, usage, t0, t_first, t_end, num_out, cancelled=False,
                 finish_reason="cancelled") -> Finished:

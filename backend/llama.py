@@ -146,14 +146,17 @@ class LlamaModel:
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None = None,
-                logits_for: str = "last", static_kv_len: int | None = None, argmax_only: bool = False) -> torch.Tensor:
+                logits_for: str = "last", static_kv_len: int | None = None, argmax_only: bool = False,
+                only_ids: list[int] | None = None) -> torch.Tensor:
         """ids, slots, positions: (n,) long. Writes K/V at `slots`; positions default to slots.
 
         Returns logits (vocab,) for the last token, or (n, vocab) with logits_for="all".
         static_kv_len: one token attending over rows [0, static_kv_len) under a mask, with fixed
         shapes and no host synchronisation - what a CUDA graph can capture (backend/cuda_graphs.py).
         argmax_only: the caller needs only the argmax of the last token's logits (a greedy step
-        with no constraint): the screened head, where the model has one."""
+        with no constraint): the screened head, where the model has one. only_ids: only these
+        entries of the last token's logits are read (a healing constraint): the head computes
+        just their rows, the other entries are -inf."""
         cfg = self.cfg
         n = ids.shape[0]
         positions = (slots if positions is None else positions).to(self.device)
@@ -226,6 +229,11 @@ class LlamaModel:
         if logits_for == "last":
             x = x[-1:]
         h = self._norm(x, self.final_norm)
+        if only_ids is not None and logits_for == "last":
+            rows = torch.tensor(only_ids, dtype=torch.long, device=self.device)
+            logits = torch.full((self.lm_head.shape[0],), float("-inf"), device=self.device)
+            logits[rows] = (self.lm_head.index_select(0, rows) @ h[0]).float()
+            return logits
         if argmax_only and logits_for == "last" and self.screened_head is not None:
             return self.screened_head(h[0])
         logits = linear(h, self.lm_head).float()

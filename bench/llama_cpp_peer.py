@@ -69,9 +69,10 @@ class LlamaCppPeer:
         self._user, self._cached = None, []
         self._llm.reset()
 
-    def _eval(self, tokens: int | list[int], argmax_only: bool = False) -> torch.Tensor:
+    def _eval(self, tokens: int | list[int], argmax_only: bool = False, only_ids: list[int] | None = None
+              ) -> torch.Tensor:
         """Append tokens to the context (after self._cached); the last one's logits (all of them,
-        whatever argmax_only says)."""
+        whatever the hints say: llama.cpp computes the whole head)."""
         tokens = [tokens] if isinstance(tokens, int) else tokens
         self._llm.n_tokens = len(self._cached)  # eval() drops the context's K/V from here on
         self._llm.eval(tokens)

@@ -140,3 +140,46 @@ def test_screened_head_gives_the_full_heads_greedy_completions(engine):
     assert len(calls) >= sum(r.usage.completion_tokens for r in screened)  # the screen ran on every pick
     assert [r.text for r in screened] == [r.text for r in full]
     assert all(r.text for r in full)
+
+
+def test_healing_picks_read_only_the_allowed_rows_and_match_the_full_head(engine):
+    """A healing constraint restricts the first picks to the tokens that spell the backed-off
+    text; the head then computes only those rows (backend/llama.py, only_ids). Completions must
+    be the full head's, token for token."""
+    from tests.conftest import source_files
+
+    tok = engine.tokenizer
+    cases = []
+    for i, p in enumerate(source_files()[:6]):
+        text = open(p, encoding="utf-8").read()[:600 + 97 * i]
+        cut = text.rstrip()[:-3]  # back off into the last word: healing re-spells its end
+        cases.append((tok.encode(cut[:-4]), cut[-4:]))
+    model = engine.model
+    forward = model.forward
+    restricted = []
+
+    def full_head(*a, only_ids=None, **kw):
+        return forward(*a, **kw)
+
+    def counting(*a, only_ids=None, **kw):
+        restricted.append(only_ids is not None)
+        return forward(*a, only_ids=only_ids, **kw)
+
+    def run(user):
+        return [last(engine.generate(FimPlan(prompt_ids=tuple(ids), user_id=f"{user}{i}", session_id="s",
+                                             healing=HealingConstraint(heal), sampling=SamplingParams(max_tokens=12))))
+                for i, (ids, heal) in enumerate(cases)]
+
+    last = lambda events: list(events)[-1]  # noqa: E731
+    model.forward = counting
+    try:
+        got = run("only")
+    finally:
+        model.forward = full_head
+    try:
+        want = run("full")
+    finally:
+        model.forward = forward
+    assert sum(restricted) >= len(cases)  # every plan's first pick read only its allowed rows
+    assert [r.text for r in got] == [r.text for r in want]
+    assert all(r.text for r in want)

@@ -4,7 +4,7 @@ import torch
 
 from backend.base import CancelToken, FimPlan, HealingConstraint, SamplingParams
 from backend.constraint import TextPrefixIndex
-from backend.decode_loop import decode
+from backend.decode_loop import decode, first_pick
 
 VOCAB = [b"<eos>", b"ret", b"urn", b"return", b" x", b"\n", b" y", b"r"]
 EOS = 0
@@ -15,6 +15,7 @@ def _run(script: list[int], cancel_after: int | None = None, **plan_kw):
     plan = FimPlan(prompt_ids=(1,), user_id="u", session_id="s", **plan_kw)
     cancel = CancelToken()
     calls = []
+    hints = []
 
     def logits_for(i: int) -> torch.Tensor:
         x = torch.zeros(len(VOCAB))
@@ -22,8 +23,9 @@ def _run(script: list[int], cancel_after: int | None = None, **plan_kw):
         x[3] = 5.0  # "return": second choice everywhere
         return x
 
-    def step(tok: int, argmax_only: bool) -> torch.Tensor:
+    def step(tok: int, argmax_only: bool, only_ids) -> torch.Tensor:
         calls.append(tok)
+        hints.append((argmax_only, only_ids))
         if cancel_after is not None and len(calls) >= cancel_after:
             cancel.cancel()
         return logits_for(len(calls))
@@ -36,6 +38,7 @@ def _run(script: list[int], cancel_after: int | None = None, **plan_kw):
         while True:
             deltas.append(next(gen).text)
     except StopIteration as done:
+        _run.hints = hints
         return done.value, deltas, calls
 
 
@@ -56,3 +59,20 @@ def test_max_tokens_and_cancel():
     assert (out.text, out.finish, len(calls)) == (" x y x", "length", 2)  # no step after the last token
     out, deltas, _ = _run([4, 6, 4, 6], cancel_after=1, sampling=SamplingParams(max_tokens=8))
     assert out.finish == "cancelled" and out.text == " x" and all(isinstance(d, str) for d in deltas)
+
+
+def test_steps_say_what_the_next_pick_reads():
+    # "ret" backs off a token: the first pick is among the tokens that spell it on ("ret",
+    # "return") or begin it ("r"); only those entries of the prompt's logits are read
+    index = TextPrefixIndex(VOCAB, {EOS})
+    argmax_only, only_ids = first_pick(FimPlan(prompt_ids=(1,), user_id="u", session_id="s",
+                                               healing=HealingConstraint("ret")), index)
+    assert (argmax_only, sorted(only_ids)) == (False, [1, 3, 7])
+    assert first_pick(FimPlan(prompt_ids=(1,), user_id="u", session_id="s"), index) == (True, None)
+    # "return" healed as "ret" + "urn": the step after "ret" is restricted to "urn", the ones after are free
+    out, _, _ = _run([1, 2, 4, 5], healing=HealingConstraint("return"), sampling=SamplingParams(max_tokens=4, stop=("\n",)))
+    assert out.text == " x"
+    assert _run.hints[0] == (False, [2]) and all(h == (True, None) for h in _run.hints[1:])
+    # sampling reads every entry: never argmax_only
+    _run([4, 4, 5], sampling=SamplingParams(max_tokens=3, temperature=0.7, seed=1))
+    assert _run.hints and all(h == (False, None) for h in _run.hints)
