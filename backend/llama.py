@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from backend.fused_step import FusedStep
 from backend.mixed_linear import MixedWeight, linear
 from backend.model_config import ModelConfig
 from backend.screened_head import ScreenedHead
@@ -137,6 +138,7 @@ class LlamaModel:
         self.inv_freq = inv_frequencies(cfg.rope).to(self.device)
         self.local_inv_freq = inv_frequencies(cfg.local_rope).to(self.device) if cfg.local_rope else self.inv_freq
         self._act = (lambda x: F.gelu(x, approximate="tanh")) if cfg.activation == "gelu_tanh" else F.silu
+        self.fused_step = FusedStep.for_model(self)  # one C call a one-token step, where the model fits
 
     def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.float32:  # one fused op, equal to the lines below bit for bit in fp32
@@ -157,6 +159,28 @@ class LlamaModel:
         with no constraint): the screened head, where the model has one. only_ids: only these
         entries of the last token's logits are read (a healing constraint): the head computes
         just their rows, the other entries are -inf."""
+        n = ids.shape[0]
+        x = None
+        if n == 1 and static_kv_len is None and self.fused_step is not None:
+            x = self.fused_step(int(ids[0]), int(slots[0]), int(slots[0] if positions is None else positions[0]), kv)
+        if x is None:
+            x = self._layers(ids, slots, kv, positions, static_kv_len)
+        if logits_for == "last":
+            x = x[-1:]
+        h = self._norm(x, self.final_norm)
+        if only_ids is not None and logits_for == "last":
+            rows = torch.tensor(only_ids, dtype=torch.long, device=self.device)
+            logits = torch.full((self.lm_head.shape[0],), float("-inf"), device=self.device)
+            logits[rows] = (self.lm_head.index_select(0, rows) @ h[0]).float()
+            return logits
+        if argmax_only and logits_for == "last" and self.screened_head is not None:
+            return self.screened_head(h[0])
+        logits = linear(h, self.lm_head).float()
+        return logits[0] if logits_for == "last" else logits
+
+    def _layers(self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None,
+                static_kv_len: int | None) -> torch.Tensor:
+        """The tokens through every layer in torch ops: (n, hidden), K/V written at `slots`."""
         cfg = self.cfg
         n = ids.shape[0]
         positions = (slots if positions is None else positions).to(self.device)
@@ -226,15 +250,4 @@ class LlamaModel:
             if cfg.sandwich_norm:
                 f = self._norm(f, w["post_mlp_norm"])
             x = x + f
-        if logits_for == "last":
-            x = x[-1:]
-        h = self._norm(x, self.final_norm)
-        if only_ids is not None and logits_for == "last":
-            rows = torch.tensor(only_ids, dtype=torch.long, device=self.device)
-            logits = torch.full((self.lm_head.shape[0],), float("-inf"), device=self.device)
-            logits[rows] = (self.lm_head.index_select(0, rows) @ h[0]).float()
-            return logits
-        if argmax_only and logits_for == "last" and self.screened_head is not None:
-            return self.screened_head(h[0])
-        logits = linear(h, self.lm_head).float()
-        return logits[0] if logits_for == "last" else logits
+        return x

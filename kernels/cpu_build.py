@@ -5,7 +5,8 @@
 
 Each source is compiled with the system's C compiler on first use (`cc -O3 -march=native
 -fopenmp`, ~1 s) into ~/.cache/fimgate/kernels (or $XDG_CACHE_HOME), keyed by the source, the
-flags and the CPU's feature flags, and loaded with ctypes. Loaded after torch, the kernels use
+flags, the CPU's feature flags and the folder's other sources (a kernel may #include another),
+and loaded with ctypes. Loaded after torch, the kernels use
 the libgomp torch already loaded, so they share its thread pool. FIMGATE_CPU_KERNELS=torch turns
 them all off (the torch code paths run instead), as does a missing compiler.
 """
@@ -60,7 +61,8 @@ def _build(name: str) -> ctypes.CDLL | None:
         return None
     source = Path(__file__).with_name(f"{name}.c")
     stamp = " ".join(FLAGS + [torch.__version__, _cpu_flags()]).encode()
-    key = hashlib.sha256(source.read_bytes() + stamp).hexdigest()[:16]
+    included = b"".join(p.read_bytes() for p in sorted(source.parent.glob("*.c")) if p != source)  # may #include
+    key = hashlib.sha256(source.read_bytes() + included + stamp).hexdigest()[:16]
     lib_path = _cache_dir() / f"{name}-{key}.so"
     try:
         if not lib_path.exists():

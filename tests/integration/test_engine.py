@@ -183,3 +183,38 @@ def test_healing_picks_read_only_the_allowed_rows_and_match_the_full_head(engine
     assert sum(restricted) >= len(cases)  # every plan's first pick read only its allowed rows
     assert [r.text for r in got] == [r.text for r in want]
     assert all(r.text for r in want)
+
+
+def test_fused_steps_give_the_torch_layers_completions(engine):
+    """One-token steps run all layers in one C call (backend/fused_step.py) where it is built;
+    greedy completions must be the torch layers', token for token."""
+    from kernels.llama_step import KERNEL, kernel_available
+    from tests.conftest import source_files
+
+    if not kernel_available():
+        import pytest
+
+        pytest.skip("no C compiler: every step runs the torch layers")
+    texts = [open(p, encoding="utf-8").read() for p in source_files()[6:12]]
+    prompts = [engine.tokenizer.encode(t)[:150 + 41 * i] for i, t in enumerate(texts)]
+    fused = engine.model.fused_step
+    calls = []
+
+    def counting(*a):
+        out = fused(*a)
+        calls.append(out is not None)
+        return out
+
+    engine.model.fused_step = counting
+    try:
+        got = [_run(engine, ids, user=f"fused{i}", max_tokens=24)[0] for i, ids in enumerate(prompts)]
+        ran_fused = sum(calls)
+        KERNEL.set_enabled(False)
+        want = [_run(engine, ids, user=f"torch{i}", max_tokens=24)[0] for i, ids in enumerate(prompts)]
+    finally:
+        KERNEL.set_enabled(True)
+        engine.model.fused_step = fused
+    assert ran_fused >= sum(r.usage.completion_tokens - 1 for r in got)  # every decoding step was fused
+    assert sum(calls) == ran_fused  # and none with the kernel off
+    assert [r.text for r in got] == [r.text for r in want]
+    assert all(r.text for r in want)

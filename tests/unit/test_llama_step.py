@@ -1,0 +1,92 @@
+"""One-token steps through kernels/llama_step.c (backend/fused_step.py) must be the textbook
+model's: logits of every step equal a full forward of the whole sequence computed weight by
+weight, for both RoPE layouts, grouped and plain heads, head sizes off the vector width, and
+int8 linears (against their dequantized weights)."""
+import dataclasses
+
+import pytest
+import torch
+
+from backend.fused_step import FusedStep
+from backend.llama import KVBuffer, LlamaModel
+from bench.random_model import byte_tokenizer, random_model, tiny_config
+from kernels import cpu_build
+from kernels.int8_gemv import quantize_rows
+from kernels.llama_step import kernel_available
+from kernels.rope import RopeConfig
+from tests.unit.test_fused_layers import _reference_logits
+
+needs_kernel = pytest.mark.skipif(cpu_build.compiler() is None, reason="no C compiler: the torch layers run")
+
+
+def _model(layout: str, hidden: int, heads: int, kv_heads: int, int8: bool):
+    cfg = tiny_config(layers=3, hidden=hidden, heads=heads, kv_heads=kv_heads)
+    cfg = dataclasses.replace(cfg, rope=RopeConfig(head_dim=cfg.head_dim, layout=layout))
+    loaded = random_model(cfg, byte_tokenizer(), seed=7)
+    g = torch.Generator().manual_seed(2)
+    for name, w in loaded.tensors.items():  # norms that are not all ones
+        if name.endswith("_norm"):
+            w.copy_(torch.rand(w.shape, generator=g) + 0.5)
+    model = LlamaModel(cfg, loaded.tensors, int8_weights=int8)
+    reference = dict(loaded.tensors)
+    if int8:  # the textbook model of what the int8 step multiplies by
+        for name, w in loaded.tensors.items():
+            if name.rsplit(".", 1)[-1] in ("q", "k", "v", "o", "gate", "up", "down"):
+                rows = quantize_rows(w)
+                reference[name] = rows.q.float() * rows.scales_f32[:, None]
+    return model, reference
+
+
+@needs_kernel
+def test_the_kernel_builds_where_there_is_a_compiler():
+    assert kernel_available()
+
+
+@needs_kernel
+@pytest.mark.parametrize("layout,hidden,heads,kv_heads,int8", [
+    ("neox", 64, 4, 2, False), ("gptj", 72, 4, 1, False), ("neox", 72, 4, 4, True), ("gptj", 64, 4, 2, True)])
+def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, int8):
+    model, reference = _model(layout, hidden, heads, kv_heads, int8)
+    assert model.fused_step is not None
+    calls = []
+    fused = model.fused_step
+
+    def counting(*a):
+        calls.append(1)
+        return fused(*a)
+
+    model.fused_step = counting
+    ids = torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(4))
+    kv = KVBuffer.empty(model.cfg, 64)
+    start = 3 if int8 else 30  # a prompt through the torch layers (an int8 model's prompts of <= 4 rows are int8 too)
+    model.forward(ids[:start], torch.arange(start), kv)
+    for n in range(start, 40):
+        got = model.forward(ids[n:n + 1], torch.tensor([n]), kv)
+        want = _reference_logits(model, reference, ids[:n + 1])[-1]
+        assert (got - want).abs().max().item() < 1e-4 * max(1.0, want.abs().max().item()), n
+    assert len(calls) == 40 - start  # every step took the C kernel
+
+
+@needs_kernel
+def test_the_torch_layers_run_when_the_kernel_is_off():
+    model, reference = _model("neox", 64, 4, 2, False)
+    from kernels.llama_step import KERNEL
+
+    ids = torch.randint(0, 256, (12,), generator=torch.Generator().manual_seed(5))
+    kv = KVBuffer.empty(model.cfg, 16)
+    model.forward(ids[:11], torch.arange(11), kv)
+    KERNEL.set_enabled(False)
+    try:
+        assert model.fused_step(int(ids[11]), 11, 11, kv) is None  # nothing done, nothing written
+        got = model.forward(ids[11:], torch.tensor([11]), kv)
+    finally:
+        KERNEL.set_enabled(True)
+    assert (got - _reference_logits(model, reference, ids)[-1]).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("change", [dict(qk_norm=True), dict(qkv_bias=True), dict(sandwich_norm=True),
+                                    dict(activation="gelu_tanh")])
+def test_models_the_kernel_does_not_cover_take_the_torch_layers(change):
+    cfg = dataclasses.replace(tiny_config(), **change)
+    model = LlamaModel(cfg, random_model(cfg, byte_tokenizer()).tensors)
+    assert model.fused_step is None and FusedStep.for_model(model) is None
