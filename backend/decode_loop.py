@@ -5,9 +5,9 @@ repeated, stop tokens, stop strings held back until they cannot match, cancel be
 tokens - and leaves the forward pass to the caller, `step(token, argmax_only, only_ids)`: the
 embedded engine's model, or a benchmark peer (bench/llama_cpp_peer.py), so both answer the same
 plan the same way. The two hints say what the next pick reads of the logits step returns, so a
-model may skip the rest of its output head: argmax_only, the pick is greedy and unconstrained
-(only the argmax need be right); only_ids, the pick is restricted to these tokens (a healing
-constraint: only their entries are read, the others may be anything).
+model may skip the rest of its output head: argmax_only, the pick is greedy (only the argmax
+need be right); only_ids, the pick is restricted to these tokens (a healing constraint: only
+their entries are read, the others may be anything).
 
     events = decode(plan, logits, step, ...)      # yields TextDelta, returns Decoded
     result = yield from events
@@ -37,7 +37,7 @@ class Decoded:
 def first_pick(plan: FimPlan, heal_index: TextPrefixIndex) -> tuple[bool, list[int] | None]:
     """(argmax_only, only_ids) for the prompt's own logits: what decode() reads of them first."""
     allowed = HealingCursor(heal_index, plan.healing.text.encode("utf-8")).allowed()
-    return plan.sampling.temperature == 0 and allowed is None, allowed
+    return plan.sampling.temperature == 0, allowed
 
 
 def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[..., torch.Tensor], token_bytes: list[bytes],
@@ -75,7 +75,7 @@ def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[..., torch.Tensor
         if num_out >= plan.sampling.max_tokens or i == max_new - 1:
             break
         allowed = healing.allowed()
-        logits = step(tok, greedy and allowed is None, allowed)
+        logits = step(tok, greedy, allowed)
     tail = stops.flush()
     if tail and finish != "cancelled":
         yield TextDelta(tail)

@@ -43,16 +43,24 @@ class ScreenedHead:
     def screen(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (hidden,) fp32 -> (approximate logits, their error bounds), both (vocab,) fp32."""
         approx = int8_linear(x[None], self.int8)[0]
-        bound = torch.addcmul(self.bound_per_l1 * x.abs().sum(), approx.abs(), torch.tensor(2 * _BF16_U))
-        return approx, bound
+        return approx, self._bound(x, approx)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """x: (hidden,) fp32 -> (vocab,) logits whose argmax is the fp32 head's."""
+    def _bound(self, x: torch.Tensor, approx: torch.Tensor) -> torch.Tensor:
+        return torch.addcmul(self.bound_per_l1 * x.abs().sum(), approx.abs(), torch.tensor(2 * _BF16_U))
+
+    def __call__(self, x: torch.Tensor, allowed: list[int] | None = None) -> torch.Tensor:
+        """x: (hidden,) fp32 -> (vocab,) logits whose argmax is the fp32 head's; with `allowed`,
+        whose argmax over those ids is (the other entries are -inf)."""
         done = int8_screen(x, self.int8, self.bound_per_l1, 2 * _BF16_U)  # C: one call
-        if done is not None:
+        if done is not None and allowed is None:
             approx, rows = done
         else:
-            approx, bound = self.screen(x)
+            approx, bound = self.screen(x) if done is None else (done[0], self._bound(x, done[0]))
+            if allowed is not None:
+                keep = torch.tensor(allowed, dtype=torch.long)
+                masked = torch.full_like(approx, float("-inf"))
+                masked[keep] = approx[keep]
+                approx = masked
             rows = torch.nonzero(approx + bound >= (approx - bound).max())[:, 0]
         approx[rows] = self.fp32.index_select(0, rows) @ x
         return approx

@@ -67,12 +67,12 @@ def test_steps_say_what_the_next_pick_reads():
     index = TextPrefixIndex(VOCAB, {EOS})
     argmax_only, only_ids = first_pick(FimPlan(prompt_ids=(1,), user_id="u", session_id="s",
                                                healing=HealingConstraint("ret")), index)
-    assert (argmax_only, sorted(only_ids)) == (False, [1, 3, 7])
+    assert (argmax_only, sorted(only_ids)) == (True, [1, 3, 7])
     assert first_pick(FimPlan(prompt_ids=(1,), user_id="u", session_id="s"), index) == (True, None)
     # "return" healed as "ret" + "urn": the step after "ret" is restricted to "urn", the ones after are free
     out, _, _ = _run([1, 2, 4, 5], healing=HealingConstraint("return"), sampling=SamplingParams(max_tokens=4, stop=("\n",)))
     assert out.text == " x"
-    assert _run.hints[0] == (False, [2]) and all(h == (True, None) for h in _run.hints[1:])
-    # sampling reads every entry: never argmax_only
+    assert _run.hints[0] == (True, [2]) and all(h == (True, None) for h in _run.hints[1:])
+    # sampling reads every (allowed) entry: never argmax_only
     _run([4, 4, 5], sampling=SamplingParams(max_tokens=3, temperature=0.7, seed=1))
     assert _run.hints and all(h == (False, None) for h in _run.hints)
