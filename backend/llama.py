@@ -11,6 +11,10 @@ selective recompute of scattered tokens after a shift:
 
 A slot is also the token's position, so a sliding-window layer (Gemma 3) attends to keys at
 slots in (s - window, s].
+
+A one-token forward of a plain Llama-style model on CPU runs all layers in one C call instead
+(backend/fused_step.py); the torch layers below are the reference it is tested against and
+what every other call runs.
 """
 from __future__ import annotations
 
@@ -177,7 +181,8 @@ class LlamaModel:
         thousand allowed rows are computed exactly and the rest are -inf; a greedy pick over more
         (a constraint like " " allows ~32k of 49k tokens) or over all of them takes the screened
         head (backend/screened_head.py: int8 screen, fp32 for the rows that can win)."""
-        if only_ids is not None and (len(only_ids) <= EXACT_HEAD_ROWS or not (argmax_only and self.screened_head)):
+        screen = argmax_only and self.screened_head is not None
+        if only_ids is not None and (len(only_ids) <= EXACT_HEAD_ROWS or not screen):
             logits = torch.full((self.lm_head.shape[0],), float("-inf"), device=self.device)
             rows = torch.tensor(only_ids, dtype=torch.long, device=self.device)
             if len(only_ids) <= EXACT_HEAD_ROWS:
@@ -185,7 +190,7 @@ class LlamaModel:
             else:
                 logits[rows] = linear(h, self.lm_head).float()[rows]
             return logits
-        if argmax_only and self.screened_head is not None:
+        if screen:
             return self.screened_head(h) if only_ids is None else self.screened_head(h, only_ids)
         return linear(h, self.lm_head).float()
 
