@@ -8,9 +8,10 @@ kernel, so a step costs what its memory reads cost.
 
 It fits plain Llama-style layers on CPU in fp32 activations: RMSNorm, fused qkv and gate_up
 without biases, RoPE over the whole head, SiLU, no q/k norms, sandwich norms or sliding
-windows (SmolLM2, Llama, Qwen2 without biases). Anything else - and a process without a C
+windows (SmolLM2, Llama; not Qwen2, whose q/k/v have biases). Anything else - and a process without a C
 compiler, or FIMGATE_CPU_KERNELS=torch - runs the torch layers in backend/llama.py; both give
-the same numbers up to fp32 rounding order (tests/integration/test_fused_step.py).
+the same numbers up to fp32 rounding order (tests/unit/test_llama_step.py,
+tests/integration/test_engine.py).
 """
 from __future__ import annotations
 
