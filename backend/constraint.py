@@ -7,12 +7,16 @@ is a prefix of the token (the token finishes the constraint and may run on past 
 
     remaining b"ret"   allowed: "r", "re", "ret", "return", "rets", ...   not: "x", " ret"
 
-Lookups are O(log V + len(remaining)) over a sorted byte index built once per vocabulary.
-Imports no torch.
+Lookups are O(log V + len(remaining)) over a sorted byte index built once per vocabulary, and
+the last few hundred answers are kept: a keystroke's first pick asks for its healing text twice
+(the head's hint, then the sampler), and a bare space allows ~32k tokens. The answers are facts
+about the vocabulary, shared by every user. Imports no torch.
 """
 from __future__ import annotations
 
 import bisect
+
+MEMO_ENTRIES = 512
 
 
 class TextPrefixIndex:
@@ -23,9 +27,19 @@ class TextPrefixIndex:
         self._exact: dict[bytes, list[int]] = {}
         for b, i in pairs:
             self._exact.setdefault(b, []).append(i)
+        self._memo: dict[bytes, list[int]] = {}
 
     def allowed_ids(self, remaining: bytes) -> list[int]:
-        """Tokens consistent with `remaining` (non-empty) as the next bytes of output."""
+        """Tokens consistent with `remaining` (non-empty) as the next bytes of output. The list is
+        shared between calls: read it, do not change it."""
+        out = self._memo.get(remaining)
+        if out is None:
+            if len(self._memo) >= MEMO_ENTRIES:
+                self._memo.pop(next(iter(self._memo)))  # the oldest answer
+            out = self._memo[remaining] = self._lookup(remaining)
+        return out
+
+    def _lookup(self, remaining: bytes) -> list[int]:
         lo = bisect.bisect_left(self._keys, remaining)
         hi = bisect.bisect_left(self._keys, remaining + b"\xff" * 8)
         out = self._ids[lo:hi]  # tokens that start with all of `remaining`

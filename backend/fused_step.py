@@ -32,7 +32,6 @@ def _weight(w):
 class FusedStep:
     def __init__(self, model) -> None:
         cfg = model.cfg
-        self.cfg = cfg
         self.rope = cfg.rope_for(0)
         self.inv_freq = model.inv_freq
         self.embed = model.embed

@@ -177,20 +177,17 @@ class LlamaModel:
 
     def _partial_head(self, h: torch.Tensor, argmax_only: bool, only_ids: list[int] | None) -> torch.Tensor:
         """Logits (vocab,) for a pick that reads only part of them: argmax_only, only the argmax
-        (over only_ids when given); only_ids, only those entries (a healing constraint). A few
-        thousand allowed rows are computed exactly and the rest are -inf; a greedy pick over more
-        (a constraint like " " allows ~32k of 49k tokens) or over all of them takes the screened
-        head (backend/screened_head.py: int8 screen, fp32 for the rows that can win)."""
-        screen = argmax_only and self.screened_head is not None
-        if only_ids is not None and (len(only_ids) <= EXACT_HEAD_ROWS or not screen):
+        (over only_ids when given); only_ids, only those entries (a healing constraint; the
+        sampler masks the rest). Up to EXACT_HEAD_ROWS allowed rows are computed exactly, the
+        others left -inf; a greedy pick over more (a bare space allows ~32k of 49k tokens) or over
+        all of them takes the screened head (backend/screened_head.py: int8 screen, fp32 for the
+        rows that can win); anything else, the whole head."""
+        if only_ids is not None and len(only_ids) <= EXACT_HEAD_ROWS:
             logits = torch.full((self.lm_head.shape[0],), float("-inf"), device=self.device)
             rows = torch.tensor(only_ids, dtype=torch.long, device=self.device)
-            if len(only_ids) <= EXACT_HEAD_ROWS:
-                logits[rows] = (self.lm_head.index_select(0, rows) @ h).float()
-            else:
-                logits[rows] = linear(h, self.lm_head).float()[rows]
+            logits[rows] = (self.lm_head.index_select(0, rows) @ h).float()
             return logits
-        if screen:
+        if argmax_only and self.screened_head is not None:
             return self.screened_head(h) if only_ids is None else self.screened_head(h, only_ids)
         return linear(h, self.lm_head).float()
 

@@ -30,3 +30,15 @@ def test_allowed_tokens_agree_with_the_remaining_text():
     idx = TextPrefixIndex(vocab)
     allowed = {vocab[i] for i in idx.allowed_ids(b"ret")}
     assert allowed == {b"r", b"re", b"ret", b"return", b"retu"}
+
+
+def test_remembered_answers_are_the_lookups_and_the_memory_is_bounded():
+    from backend import constraint
+
+    vocab = [b"r", b"re", b"ret", b"return", b"x", b" ret", b"retu", b"rex"]
+    idx = TextPrefixIndex(vocab)
+    texts = [b"r", b"re", b"ret", b"retu", b"x", b" r", b"q"] * 2
+    assert [idx.allowed_ids(t) for t in texts] == [idx._lookup(t) for t in texts]
+    for i in range(constraint.MEMO_ENTRIES + 50):
+        idx.allowed_ids(b"r" + str(i).encode())
+    assert len(idx._memo) == constraint.MEMO_ENTRIES
