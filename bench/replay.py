@@ -49,6 +49,7 @@ class Outcome:
     typed_next: str = ""
     prewarm: bool = False
     index: int = -1  # the request's index in the trace, to compare strategies request by request
+    queued_ms: float | None = None  # from the request to its start on the engine (replay only)
 
 
 def user_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.0) -> list[list[TraceRequest]]:
@@ -193,7 +194,7 @@ def _run_typing(engine, strategy: Strategy, r: TraceRequest, k: int, t_req: floa
     outcomes.append(Outcome(k, ttft, latency, late, superseded, False, u.prompt_tokens,
                             u.prefix_cached_tokens, u.shifted_cached_tokens, u.recomputed_tokens,
                             u.prefilled_tokens, plan.reuse_class.value, final.text, r.typed_next,
-                            index=r.index))
+                            index=r.index, queued_ms=start - t_req))
     return max(first, min(end, r.next_event_ms)) if superseded else end
 
 
@@ -214,6 +215,28 @@ def _pct_censored(outcomes: list[Outcome]) -> dict:
     s = sorted(math.inf if o.dropped or o.ttft_ms is None else o.ttft_ms for o in outcomes)
     pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
     return {q: None if math.isinf(pick(f)) else round(pick(f), 1) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}
+
+
+ANCHOR_MISS_TOKENS = 32  # an EFIM append that prefills this many tokens re-built part of its anchor
+
+
+def tail_causes(ran: list[Outcome], share: float = 0.01) -> dict:
+    """What the slowest `share` of the requests that ran are made of: re-anchors, cold starts
+    (every request of a strategy without an anchor), EFIM appends that found part of their anchor gone (evicted, or its warm-up not
+    finished) and prefilled it again, and requests that mostly waited for the engine."""
+    timed = sorted((o for o in ran if o.ttft_ms is not None), key=lambda o: -o.ttft_ms)
+    slow = timed[:max(1, math.ceil(share * len(timed)))] if timed else []
+
+    def cause(o: Outcome) -> str:
+        if o.reuse_class in ("reanchor", "cold"):
+            return o.reuse_class
+        return "anchor_not_cached" if o.prefilled >= ANCHOR_MISS_TOKENS else "waited"
+    causes = {c: 0 for c in ("reanchor", "cold", "anchor_not_cached", "waited")}
+    for o in slow:
+        causes[cause(o)] += 1
+    waits = [o.queued_ms for o in slow if o.queued_ms is not None]
+    return {"requests": len(slow), "ttft_ms_from": round(slow[-1].ttft_ms, 1) if slow else None, "causes": causes,
+            "prefilled_mean": _mean(o.prefilled for o in slow), "queued_ms_mean": _mean(waits) if waits else None}
 
 
 def _mean(values) -> float | None:
@@ -247,6 +270,7 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "recomputed_tokens": _mean(o.recomputed for o in ran),
         "cache_hit_share": round(hit / prompt, 4) if prompt else None,
         "reuse_classes": {c: sum(o.reuse_class == c for o in ran) for c in sorted({o.reuse_class for o in ran})},
+        "slowest_1pct": tail_causes(ran, 0.01),
         "usefulness": {
             "shown": len(shown),
             "useful_share_of_ran": round(len(useful) / len(ran), 4) if ran else None,

@@ -480,12 +480,26 @@ def cmd_bench_replay(a) -> int:
                                       pin_policies=policies)
         if hasattr(engine, "router"):
             result["settings"]["vllm_servers"] = engine.router.stats()
+    if a.dump_outcomes:
+        _dump_outcomes(per_strategy, a.dump_outcomes)
     if a.plot:
         from bench.plot import plot_replay
 
         plot_replay(per_strategy, a.plot, title=f"{os.path.basename(a.trace)}: {len(reqs)} requests, {a.users} user(s)")
     _emit(result, a.json)
     return 0
+
+
+def _dump_outcomes(per_strategy: dict, path: str) -> None:
+    from dataclasses import asdict
+
+    try:
+        with open(path, "w") as f:
+            for label, outcomes in per_strategy.items():
+                for o in outcomes:
+                    f.write(json.dumps({"strategy": label, **asdict(o)}) + "\n")
+    except OSError as e:
+        raise UserError(f"--dump-outcomes: {e}") from None
 
 
 def _emit(result: dict, path: str | None) -> None:
@@ -569,6 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pin-policy", default="pin", help="none, lru-only, pin, random+pin; several (comma) compare them")
     s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")
     s.add_argument("--plot", default=None, metavar="OUT.png")
+    s.add_argument("--dump-outcomes", default=None, metavar="OUT.jsonl",
+                   help="write every request's outcome (one JSON line each, with its strategy label)")
     s.add_argument("--peers", default=None, metavar="llama.cpp,vllm",
                    help="also replay no-cache/psm-prefix/efim on these engines (bench/peers.py)")
     s.add_argument("--peer-prewarm", choices=["same", "none"], default="same",

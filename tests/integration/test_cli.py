@@ -68,3 +68,25 @@ def test_models_lists_the_bundled_model():
 def test_bad_benchmark_flags_are_clear_errors(args, needle):
     r = fimgate(*args)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_replay_dumps_every_request_and_names_what_its_slowest_are(tmp_path):
+    import os
+
+    from tests.conftest import ROOT
+
+    trace = os.path.join(ROOT, "tests", "data", "flask-60-head.jsonl")
+    dump = tmp_path / "outcomes.jsonl"
+    r = fimgate("bench", "replay", trace, "--limit-requests", "12", "--strategies", "efim", "--users", "2",
+                "--max-tokens", "1", "--pin-policy", "lru-only,pin", "--dump-outcomes", str(dump), timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    rows = [json.loads(line) for line in dump.read_text().splitlines()]
+    for label in ("efim@lru-only", "efim@pin"):
+        mine = [row for row in rows if row["strategy"] == label]
+        assert len([row for row in mine if not row["prewarm"]]) == out[label]["requests"]
+        ran = [row for row in mine if not row["prewarm"] and not row["dropped"]]
+        assert len(ran) == out[label]["ran"] and all(row["queued_ms"] >= 0 for row in ran)
+        slow = out[label]["slowest_1pct"]
+        assert slow["requests"] == 1 and sum(slow["causes"].values()) == 1
+        assert slow["ttft_ms_from"] == round(max(row["ttft_ms"] for row in ran), 1)

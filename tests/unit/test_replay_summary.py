@@ -1,5 +1,5 @@
 """The replay's summary: TTFT over all typing requests does not flatter a strategy that drops most."""
-from bench.replay import Outcome, summarize, user_slices
+from bench.replay import Outcome, summarize, tail_causes, user_slices
 from bench.trace import TraceRequest
 
 
@@ -27,3 +27,20 @@ def test_time_scale_stretches_every_gap_of_each_person():
     assert two.t_ms == 3 * one.t_ms and two.next_event_ms == 3 * one.next_event_ms
     slow = user_slices(reqs, 2, time_scale=2.0)
     assert [r.t_ms for r in slow[0]] == [2.0, 202.0] and [r.t_ms for r in slow[1]] == [2.0, 202.0]
+
+
+def test_the_slowest_requests_are_told_apart_by_what_made_them_slow():
+    fast = [Outcome(0, 15.0, 20.0, False, False, False, 1000, 999, prefilled=1, reuse_class="efim_append",
+                    queued_ms=0.0) for _ in range(97)]
+    reanchor = Outcome(1, 400.0, 410.0, False, False, False, 1000, 14, prefilled=300, reuse_class="reanchor",
+                       queued_ms=0.0)
+    evicted = Outcome(2, 500.0, 510.0, False, False, False, 1000, 400, prefilled=600, reuse_class="efim_append",
+                      queued_ms=5.0)
+    waited = Outcome(3, 450.0, 460.0, False, False, False, 1000, 999, prefilled=1, reuse_class="efim_append",
+                     queued_ms=430.0)
+    ran = fast + [reanchor, evicted, waited]
+    top = summarize(ran)["slowest_1pct"]  # 1% of 100: the slowest one
+    assert top["requests"] == 1 and top["causes"]["anchor_not_cached"] == 1 and top["ttft_ms_from"] == 500.0
+    three = tail_causes(ran, 0.03)
+    assert three["causes"] == {"reanchor": 1, "cold": 0, "anchor_not_cached": 1, "waited": 1}
+    assert three["ttft_ms_from"] == 400.0 and three["prefilled_mean"] == round((300 + 600 + 1) / 3, 2)
