@@ -50,6 +50,7 @@ class Outcome:
     prewarm: bool = False
     index: int = -1  # the request's index in the trace, to compare strategies request by request
     queued_ms: float | None = None  # from the request to its start on the engine (replay only)
+    after_unfinished_warmup: bool = False  # the person's first request to run after their warm-up was cut short
 
 
 def user_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.0) -> list[list[TraceRequest]]:
@@ -99,6 +100,7 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
     typing: list = []  # arrived typing requests, a heap of (place in line, arrival, k, i)
     warmups: list[_Warmup] = []  # arrived warm-ups, in arrival order
     delay = 0.0 if warmup_yield_ms is None else warmup_yield_ms
+    owed: set[tuple[int, str]] = set()  # (person, file) whose warm-up a key cut short: their next run pays
     now = 0.0
     outcomes = []
     while pending or typing or warmups:
@@ -114,6 +116,7 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
                     if w.plan is None:  # the gateway planned it on arrival: its anchor is the session's
                         _plan_warmup(strategy, slices[k][w.i], w, whole=False)
                     outcomes.append(_warmup_outcome(w, now))
+                    owed.add((k, slices[k][i].file))
                     place = min(place, w.t_req + delay)  # the key takes its warm-up's place in line
             heapq.heappush(typing, (place, t, k, i))
         if not typing and not warmups:
@@ -122,6 +125,9 @@ def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]]
         if typing and (not warmups or typing[0][0] < warmups[0].t_req + delay):
             _, t_req, k, i = heapq.heappop(typing)
             now = _run_typing(engine, strategy, slices[k][i], k, t_req, now, sampling, outcomes)
+            if not outcomes[-1].dropped and (k, slices[k][i].file) in owed:
+                outcomes[-1].after_unfinished_warmup = True
+                owed.discard((k, slices[k][i].file))
         else:
             w = warmups[0]
             if w.plan is None:
@@ -222,16 +228,19 @@ ANCHOR_MISS_TOKENS = 32  # an EFIM append that prefills this many tokens re-buil
 
 def tail_causes(ran: list[Outcome], share: float = 0.01) -> dict:
     """What the slowest `share` of the requests that ran are made of: re-anchors, cold starts
-    (every request of a strategy without an anchor), EFIM appends that found part of their anchor gone (evicted, or its warm-up not
-    finished) and prefilled it again, and requests that mostly waited for the engine."""
+    (every request of a strategy without an anchor), a person's first key after a jump whose
+    warm-up had not finished (it prefills the rest), EFIM appends that found part of their
+    anchor evicted and prefilled it again, and requests that mostly waited for the engine."""
     timed = sorted((o for o in ran if o.ttft_ms is not None), key=lambda o: -o.ttft_ms)
     slow = timed[:max(1, math.ceil(share * len(timed)))] if timed else []
 
     def cause(o: Outcome) -> str:
         if o.reuse_class in ("reanchor", "cold"):
             return o.reuse_class
-        return "anchor_not_cached" if o.prefilled >= ANCHOR_MISS_TOKENS else "waited"
-    causes = {c: 0 for c in ("reanchor", "cold", "anchor_not_cached", "waited")}
+        if o.prefilled < ANCHOR_MISS_TOKENS:
+            return "waited"
+        return "warmup_unfinished" if o.after_unfinished_warmup else "anchor_evicted"
+    causes = {c: 0 for c in ("reanchor", "cold", "warmup_unfinished", "anchor_evicted", "waited")}
     for o in slow:
         causes[cause(o)] += 1
     waits = [o.queued_ms for o in slow if o.queued_ms is not None]

@@ -1,8 +1,9 @@
 """The replay's scheduler (FIFO against typing-first with chunked warm-ups) and the office
 schedule, on a scripted engine whose prefill costs 1 ms a token."""
 import math
+from dataclasses import replace
 
-from backend.base import Finished, FimPlan, UsageReport
+from backend.base import Finished, FimPlan, ReuseClass, UsageReport
 from backend.block_tree import common_prefix
 from bench.office import office_slices, sessions
 from bench.replay import replay_strategy, summarize
@@ -31,6 +32,13 @@ class WholeText:
     def plan(self, user, state, sampling):
         return FimPlan(prompt_ids=tuple(ord(c) for c in state.text), user_id=user, session_id=state.path,
                        sampling=sampling)
+
+
+class Appends(WholeText):
+    """The same prompts, said to be EFIM appends on an anchor (as the planner's would be)."""
+
+    def plan(self, user, state, sampling):
+        return replace(super().plan(user, state, sampling), reuse_class=ReuseClass.EFIM_APPEND)
 
 
 def _req(t, file="a.py", text="abc", prewarm=False, index=0, nxt=None):
@@ -121,3 +129,18 @@ def test_a_persons_first_key_takes_their_warmups_place_in_line():
     assert behind and all(order.index(r) > mine for r in behind)
     warm = next(o for o in outs if o.prewarm)
     assert warm.cancelled  # the key does the rest of the warm-up's work
+
+
+def test_a_key_that_cuts_its_own_warm_up_short_is_told_apart_from_an_eviction():
+    big = "y" * 1000
+    # person 0 jumps into big.py (a 1,000-token warm-up that yields to typing for 500 ms) and
+    # types 100 ms later, before the warm-up has run; person 1 types elsewhere
+    slices = [[_req(0, "big.py", big, prewarm=True, index=-1), _req(100, "big.py", big + "z", index=1),
+               _req(2000, "big.py", big + "zz", index=2)],
+              [_req(1, "a.py", "a" * 20, index=0)]]
+    outs = replay_strategy(ScriptedEngine(), Appends(), slices, warmup_yield_ms=500)
+    first, second = (next(o for o in outs if o.user == 0 and o.index == i) for i in (1, 2))
+    assert first.after_unfinished_warmup and first.prefilled > 100  # it paid the warm-up's rest
+    assert not second.after_unfinished_warmup
+    causes = summarize(outs)["slowest_1pct"]["causes"]  # 1% of 3: the slowest one
+    assert causes["warmup_unfinished"] == 1

@@ -40,7 +40,7 @@ def test_the_slowest_requests_are_told_apart_by_what_made_them_slow():
                      queued_ms=430.0)
     ran = fast + [reanchor, evicted, waited]
     top = summarize(ran)["slowest_1pct"]  # 1% of 100: the slowest one
-    assert top["requests"] == 1 and top["causes"]["anchor_not_cached"] == 1 and top["ttft_ms_from"] == 500.0
+    assert top["requests"] == 1 and top["causes"]["anchor_evicted"] == 1 and top["ttft_ms_from"] == 500.0
     three = tail_causes(ran, 0.03)
-    assert three["causes"] == {"reanchor": 1, "cold": 0, "anchor_not_cached": 1, "waited": 1}
+    assert three["causes"] == {"reanchor": 1, "cold": 0, "warmup_unfinished": 0, "anchor_evicted": 1, "waited": 1}
     assert three["ttft_ms_from"] == 400.0 and three["prefilled_mean"] == round((300 + 600 + 1) / 3, 2)
