@@ -407,6 +407,8 @@ def cmd_bench_replay(a) -> int:
     yield_ms = _warmup_yield_ms(a)
     if a.users < 1:
         raise UserError("--users must be at least 1")
+    if a.dump_outcomes:  # say so now, not after the run
+        _dump_outcomes({}, a.dump_outcomes)
     try:
         limit = None if a.limit_requests is None else a.limit_requests
         reqs = list(debounced_requests(read_events(a.trace), a.debounce_ms, limit=limit, prewarm=a.prewarm))

@@ -64,6 +64,7 @@ def test_models_lists_the_bundled_model():
     (["bench", "replay", "x.jsonl", "--strategies", "efim+correction", "--peers", "llama.cpp"],
      "add one of them to --strategies"),
     (["bench", "quality", "--compare-dtype", "float32"], "precision already measured"),
+    (["bench", "replay", "x.jsonl", "--dump-outcomes", "/nonexistent/dir/out.jsonl"], "--dump-outcomes"),
 ])
 def test_bad_benchmark_flags_are_clear_errors(args, needle):
     r = fimgate(*args)
