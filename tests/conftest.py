@@ -7,6 +7,7 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEAD_TRACE = os.path.join(ROOT, "tests", "data", "flask-60-head.jsonl")  # the head of flask-60, committed
 SHARED = os.environ.get("FIMGATE_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
 
 

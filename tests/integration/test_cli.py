@@ -72,11 +72,8 @@ def test_bad_benchmark_flags_are_clear_errors(args, needle):
 
 
 def test_bench_replay_dumps_every_request_and_names_what_its_slowest_are(tmp_path):
-    import os
+    from tests.conftest import HEAD_TRACE as trace
 
-    from tests.conftest import ROOT
-
-    trace = os.path.join(ROOT, "tests", "data", "flask-60-head.jsonl")
     dump = tmp_path / "outcomes.jsonl"
     r = fimgate("bench", "replay", trace, "--limit-requests", "12", "--strategies", "efim", "--users", "2",
                 "--max-tokens", "1", "--pin-policy", "lru-only,pin", "--dump-outcomes", str(dump), timeout=600)

@@ -80,11 +80,8 @@ def test_bench_quality_compares_llama_cpps_completions_with_fimgates():
 
 
 def test_bench_replay_peers_can_go_without_the_prewarms():
-    import os
+    from tests.conftest import HEAD_TRACE as trace
 
-    from tests.conftest import ROOT
-
-    trace = os.path.join(ROOT, "tests", "data", "flask-60-head.jsonl")
     r = fimgate("bench", "replay", trace, "--limit-requests", "12", "--strategies", "efim", "--prewarm",
                 "--max-tokens", "2", "--peers", "llama.cpp", "--peer-prewarm", "none", timeout=600)
     assert r.returncode == 0, r.stderr

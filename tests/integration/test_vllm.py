@@ -18,15 +18,14 @@ from backend.cache_salt import CacheSalts
 from backend.vllm_backend import VllmBackend, VllmConfig
 from backend.weights import load_tokenizer
 from bench.vllm_servers import vllm_python, vllm_servers
+# the head of ../shared/traces/flask-60.jsonl, committed: CI has no ../shared (tests/data/README.md)
+from tests.conftest import HEAD_TRACE as TRACE, ROOT
 
 # CI sets FIMGATE_REQUIRE_VLLM=1: there a missing vLLM environment is a failure, not a skip
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not os.environ.get("FIMGATE_REQUIRE_VLLM") and (vllm_python() is None or bundled_model_path() is None),
     reason="no vLLM environment (make vllm-setup) or bundled model")]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# the head of ../shared/traces/flask-60.jsonl, committed: CI has no ../shared (tests/data/README.md)
-TRACE = os.path.join(ROOT, "tests", "data", "flask-60-head.jsonl")
 NUM_BLOCKS = 160  # 32-token blocks: ~5k tokens of KV per server, so other users' traffic can fill it
 REPLAY_REQUESTS = 60
 
