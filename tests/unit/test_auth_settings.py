@@ -1,8 +1,8 @@
 """API keys decide the user; LSP settings take good values and ignore bad ones."""
 import pytest
 
-from gateway.auth import ApiKeys, KeyError401
-from lsp.settings import LspSettings
+from fimgate.gateway.auth import ApiKeys, KeyError401
+from fimgate.lsp.settings import LspSettings
 
 
 def test_key_decides_the_user(tmp_path):

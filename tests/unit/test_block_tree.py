@@ -1,5 +1,5 @@
 """The per-user block tree: exact LRU over unpinned leaves, pins, budget, isolation."""
-from backend.block_tree import BlockTree
+from fimgate.backend.block_tree import BlockTree
 
 
 class Clock:

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from backend.llama import _decode_attention
+from fimgate.backend.model.llama import _decode_attention
 
 
 @pytest.mark.parametrize("heads,kv_heads,length", [(9, 3, 1), (9, 3, 700), (8, 8, 33), (4, 1, 2048)])

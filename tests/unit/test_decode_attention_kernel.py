@@ -1,10 +1,10 @@
-"""The C decode-attention kernel (kernels/decode_attention.c) equals torch's attention for one
+"""The C decode-attention kernel (fimgate/kernels/decode_attention.c) equals torch's attention for one
 query token: grouped heads, views into a KV buffer that start past row 0, one row to thousands,
 and lengths that do not split evenly over the threads."""
 import pytest
 import torch
 
-from kernels.decode_attention import decode_attention, kernel_available
+from fimgate.kernels.decode_attention import decode_attention, kernel_available
 
 
 def _reference(q, keys, values, scale):

@@ -1,10 +1,10 @@
-"""The shared decoding loop (backend/decode_loop.py) on a scripted vocabulary: healing is
+"""The shared decoding loop (fimgate/backend/embedded/decode_loop.py) on a scripted vocabulary: healing is
 re-spelled and not repeated, stops end it, cancel ends it between tokens."""
 import torch
 
-from backend.base import CancelToken, FimPlan, HealingConstraint, SamplingParams
-from backend.constraint import TextPrefixIndex
-from backend.decode_loop import decode, first_pick
+from fimgate.backend.base import CancelToken, FimPlan, HealingConstraint, SamplingParams
+from fimgate.backend.embedded.constraint import TextPrefixIndex
+from fimgate.backend.embedded.decode_loop import decode, first_pick
 
 VOCAB = [b"<eos>", b"ret", b"urn", b"return", b" x", b"\n", b" y", b"r"]
 EOS = 0

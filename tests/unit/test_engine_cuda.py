@@ -1,12 +1,12 @@
 """The embedded engine on CUDA computes what it computes on CPU: same greedy tokens, same cache
 behaviour, same shifted reuse (whose re-rotation runs the Triton kernel on CUDA). A small model
-with random weights (bench/random_model.py) on both devices; skipped without CUDA."""
+with random weights (fimgate/bench/random_model.py) on both devices; skipped without CUDA."""
 import pytest
 import torch
 
-from backend.base import Finished, FimPlan, ReuseHint, SamplingParams
-from backend.engine import EmbeddedEngine, EngineConfig
-from bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.backend.base import Finished, FimPlan, ReuseHint, SamplingParams
+from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
+from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -30,7 +30,7 @@ def test_forward_logits_match_cpu(engines):
     ids = engines["cpu"].tokenizer.encode(TEXT[:300])
     got = {}
     for d, e in engines.items():
-        from backend.llama import KVBuffer
+        from fimgate.backend.model.llama import KVBuffer
 
         kv = KVBuffer.empty(e.model.cfg, 512, device=d)
         got[d] = e.model.forward(torch.tensor(ids, device=d), torch.arange(len(ids), device=d), kv, logits_for="all")
@@ -71,8 +71,8 @@ def test_shifted_reuse_matches_cpu(engines, share):
 
 
 def test_graph_replays_match_the_ordinary_step(engines):
-    from backend.cuda_graphs import GraphedDecoder
-    from backend.llama import KVBuffer
+    from fimgate.backend.embedded.cuda_graphs import GraphedDecoder
+    from fimgate.backend.model.llama import KVBuffer
 
     engine = engines["cuda"]
     assert engine._graphs is not None and engine._graphs.num_graphs == 2 * 7  # 2 slots x buckets 128, 192, ..., 768, 1024

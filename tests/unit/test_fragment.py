@@ -9,9 +9,9 @@ import importlib.util
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from backend.constraint import TextPrefixIndex
-from backend.tokenizer import HFTokenizer
-from efim.fragment import tokenize_fragment
+from fimgate.backend.embedded.constraint import TextPrefixIndex
+from fimgate.backend.model.tokenizer import HFTokenizer
+from fimgate.efim.fragment import tokenize_fragment
 from tests.conftest import source_files
 
 SOURCES = [open(p, encoding="utf-8").read() for p in source_files()]

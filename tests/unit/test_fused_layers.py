@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from backend.llama import KVBuffer, LlamaModel
-from bench.random_model import byte_tokenizer, random_model, tiny_config
-from kernels.rope import apply_rope, cos_sin
+from fimgate.backend.model.llama import KVBuffer, LlamaModel
+from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.kernels.rope import apply_rope, cos_sin
 
 
 def _reference_logits(model: LlamaModel, tensors: dict, ids: torch.Tensor) -> torch.Tensor:

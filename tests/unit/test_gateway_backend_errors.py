@@ -2,12 +2,12 @@
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.base import BackendError, BackendUnavailableError, Finished, TextDelta, UsageReport
-from backend.bundled import bundled_model_path
-from efim.planner import EfimPlanner
-from efim.templates import TEMPLATES
-from gateway.app import create_app
-from gateway.service import CompletionService
+from fimgate.backend.base import BackendError, BackendUnavailableError, Finished, TextDelta, UsageReport
+from fimgate.backend.model.bundled import bundled_model_path
+from fimgate.efim.planner import EfimPlanner
+from fimgate.efim.templates import TEMPLATES
+from fimgate.gateway.app import create_app
+from fimgate.gateway.service import CompletionService
 
 pytestmark = pytest.mark.skipif(bundled_model_path() is None, reason="bundled model not installed")
 
@@ -30,7 +30,7 @@ class FlakyBackend:
 @pytest.mark.parametrize("error,status", [(BackendUnavailableError("no vLLM server is answering"), 503),
                                           (BackendError("vLLM refused the request: bad regex"), 502)])
 def test_backend_failure_is_a_clear_error_then_the_gateway_serves_again(error, status):
-    from backend.weights import load_tokenizer
+    from fimgate.backend.model.weights import load_tokenizer
 
     tok = load_tokenizer(bundled_model_path())
     backend = FlakyBackend(tok)

@@ -1,4 +1,4 @@
-"""The int8 GEMV (kernels/int8_gemv.py): the C kernel equals the dequantized product over shapes
+"""The int8 GEMV (fimgate/kernels/int8_gemv.py): the C kernel equals the dequantized product over shapes
 that exercise its edges (rows not a multiple of its 8-row blocks, k not a multiple of 16, up to
 4 activation rows), and the fallback to torch's kernel gives the same answer to bf16 rounding."""
 import shutil
@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-import kernels.int8_gemv as K
+import fimgate.kernels.int8_gemv as K
 
 
 def _dequantized(q, scales):
@@ -27,7 +27,7 @@ def test_quantize_rows_bound_holds_for_the_stored_scales():
 def test_a_compiler_means_the_c_kernel_runs():
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler: torch's kernel is the fallback")
-    assert K.kernel_available(), "a C compiler is installed but kernels/int8_gemv.c did not build"
+    assert K.kernel_available(), "a C compiler is installed but fimgate/kernels/int8_gemv.c did not build"
 
 
 @pytest.mark.parametrize("n,k,m", [(1, 16, 1), (7, 33, 1), (9, 576, 2), (960, 576, 1), (576, 1536, 4), (13, 5, 3)])
@@ -68,3 +68,15 @@ def test_torch_fallback_agrees_with_the_kernel():
         K.KERNEL.set_enabled(True)
     assert not torch.equal(fallback, want)
     assert ((fallback - want).norm() / want.norm()).item() < 0.01
+
+
+def test_a_missing_kernel_source_falls_back_to_torch_with_one_log_line(monkeypatch, tmp_path, caplog):
+    """An install without the C sources (or a broken one) must still serve: torch does the work."""
+    from fimgate.kernels import cpu_build
+
+    monkeypatch.setattr(cpu_build, "__file__", str(tmp_path / "cpu_build.py"))
+    monkeypatch.setattr(cpu_build, "compiler", lambda: "cc")
+    with caplog.at_level("WARNING", logger=cpu_build.__name__):
+        assert cpu_build._build("int8_gemv") is None
+    assert [r.getMessage() for r in caplog.records if "not installed" in r.getMessage()] != []
+    assert len(caplog.records) == 1

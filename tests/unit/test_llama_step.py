@@ -1,4 +1,4 @@
-"""One-token steps through kernels/llama_step.c (backend/fused_step.py) must be the textbook
+"""One-token steps through fimgate/kernels/llama_step.c (fimgate/backend/model/fused_step.py) must be the textbook
 model's: logits of every step equal a full forward of the whole sequence computed weight by
 weight, for both RoPE layouts, grouped and plain heads, head sizes off the vector width, and
 int8 linears (against their dequantized weights)."""
@@ -7,13 +7,13 @@ import dataclasses
 import pytest
 import torch
 
-from backend.fused_step import FusedStep
-from backend.llama import KVBuffer, LlamaModel
-from bench.random_model import byte_tokenizer, random_model, tiny_config
-from kernels import cpu_build
-from kernels.int8_gemv import quantize_rows
-from kernels.llama_step import kernel_available
-from kernels.rope import RopeConfig
+from fimgate.backend.model.fused_step import FusedStep
+from fimgate.backend.model.llama import KVBuffer, LlamaModel
+from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.kernels import cpu_build
+from fimgate.kernels.int8_gemv import quantize_rows
+from fimgate.kernels.llama_step import kernel_available
+from fimgate.kernels.rope import RopeConfig
 from tests.unit.test_fused_layers import _reference_logits
 
 needs_kernel = pytest.mark.skipif(cpu_build.compiler() is None, reason="no C compiler: the torch layers run")
@@ -70,7 +70,7 @@ def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, int8):
 @needs_kernel
 def test_the_torch_layers_run_when_the_kernel_is_off():
     model, reference = _model("neox", 64, 4, 2, False)
-    from kernels.llama_step import KERNEL
+    from fimgate.kernels.llama_step import KERNEL
 
     ids = torch.randint(0, 256, (12,), generator=torch.Generator().manual_seed(5))
     kv = KVBuffer.empty(model.cfg, 16)

@@ -3,8 +3,8 @@ import subprocess
 
 import pytest
 
-from bench.make_trace import TraceBuildError, make_trace
-from bench.trace import debounced_requests
+from fimgate.bench.workloads.make_trace import TraceBuildError, make_trace
+from fimgate.bench.workloads.trace import debounced_requests
 
 
 def _git(repo, *args):

@@ -4,9 +4,9 @@ case exactly fp32; the model refuses them where they have no fast path."""
 import pytest
 import torch
 
-from backend.llama import KVBuffer, LlamaModel
-from backend.mixed_linear import MAX_STEP_ROWS, MixedWeight, linear
-from bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.backend.model.llama import KVBuffer, LlamaModel
+from fimgate.backend.model.mixed_linear import MAX_STEP_ROWS, MixedWeight, linear
+from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
 
 
 def _rel(got, want):

@@ -1,7 +1,7 @@
 """UTF-16 (LSP) positions and code-point offsets agree, with CRLF, tabs and astral characters."""
 from hypothesis import given, strategies as st
 
-from efim.offsets import offset_to_position, position_to_offset
+from fimgate.efim.offsets import offset_to_position, position_to_offset
 
 TEXT = "a😀b\r\n\tçé = '😀'\r\nlast"
 

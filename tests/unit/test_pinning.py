@@ -1,8 +1,8 @@
 """Keystroke-aware pins follow the person's rhythm and survive other users' traffic."""
 import pytest
 
-from backend.block_tree import BlockTree
-from backend.pinning import KeystrokePins
+from fimgate.backend.block_tree import BlockTree
+from fimgate.backend.pinning import KeystrokePins
 
 
 class Clock:

@@ -1,10 +1,10 @@
 """The EFIM planner on edits a person makes, with the bundled model's real tokenizer."""
 import pytest
 
-from backend.base import ReuseClass
-from efim.planner import EditorState, EfimPlanner
-from efim.templates import TEMPLATES
-from efim.window import WindowConfig
+from fimgate.backend.base import ReuseClass
+from fimgate.efim.planner import EditorState, EfimPlanner
+from fimgate.efim.templates import TEMPLATES
+from fimgate.efim.window import WindowConfig
 
 DOC = "import os\n\n\ndef area(w, h):\n    return w * h\n\n\ndef main():\n    print(area(2, 3))\n"
 

@@ -1,5 +1,5 @@
 """What a person sees of a completion."""
-from efim.postprocess import tidy, wants_multiline
+from fimgate.efim.postprocess import tidy, wants_multiline
 
 BODY = "def area(w, h):\n    "
 TEXT = BODY + "\n\nprint(area(2, 3))\n"

@@ -4,7 +4,7 @@ CPU runs SDPA's flash kernel rather than its math path (3-D inputs took the math
 import pytest
 import torch
 
-from backend.llama import _prefill_attention
+from fimgate.backend.model.llama import _prefill_attention
 
 
 def _by_hand(q, keys, values, allowed, scale):

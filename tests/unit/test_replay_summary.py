@@ -1,6 +1,6 @@
 """The replay's summary: TTFT over all typing requests does not flatter a strategy that drops most."""
-from bench.replay import Outcome, summarize, tail_causes, user_slices
-from bench.trace import TraceRequest
+from fimgate.bench.replay import Outcome, summarize, tail_causes, user_slices
+from fimgate.bench.workloads.trace import TraceRequest
 
 
 def _ran(ttft):

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from kernels.rope import RopeConfig, apply_rope, cos_sin, inv_frequencies, rerotate
+from fimgate.kernels.rope import RopeConfig, apply_rope, cos_sin, inv_frequencies, rerotate
 
 
 @pytest.mark.parametrize("layout", ["neox", "gptj"])
@@ -39,7 +39,7 @@ def test_bad_layout_is_rejected():
 
 @pytest.mark.parametrize("layout", ["neox", "gptj"])
 def test_rope_tables_give_the_reference_bit_for_bit(layout):
-    from kernels.rope import apply_rope_reference, rope_tables
+    from fimgate.kernels.rope import apply_rope_reference, rope_tables
 
     cfg = RopeConfig(head_dim=64, layout=layout)
     x = torch.randn(12, 5, 64)

@@ -1,9 +1,9 @@
-"""The screened output head (backend/screened_head.py): its error bound holds for every row, and
+"""The screened output head (fimgate/backend/model/screened_head.py): its error bound holds for every row, and
 the logits it returns have the full fp32 head's argmax - on random heads, on near-ties built on
 purpose, and on the bundled model's own head over real hidden states, where few rows reach fp32."""
 import torch
 
-from backend.screened_head import ScreenedHead
+from fimgate.backend.model.screened_head import ScreenedHead
 
 
 def _head(vocab=5000, hidden=96, seed=0):
@@ -44,7 +44,7 @@ def test_bundled_models_head_on_real_hidden_states(engine):
     model = engine.model
     assert model.screened_head is not None  # the default engine (CPU fp32) screens
     ids = engine.tokenizer.encode(open(__file__, encoding="utf-8").read())[:200]
-    from backend.llama import KVBuffer
+    from fimgate.backend.model.llama import KVBuffer
 
     hidden = []
     real = model.screened_head

@@ -5,12 +5,12 @@ import time
 
 import pytest
 
-from backend.base import FimPlan, Finished, SamplingParams, UsageReport
-from backend.main_thread import MainThreadRunner
-from efim.planner import EditorState
-from gateway import service as service_module
-from gateway.service import CompletionService
-from gateway.warmups import WARMUP_YIELD_S
+from fimgate.backend.base import FimPlan, Finished, SamplingParams, UsageReport
+from fimgate.backend.main_thread import MainThreadRunner
+from fimgate.efim.planner import EditorState
+from fimgate.gateway import service as service_module
+from fimgate.gateway.service import CompletionService
+from fimgate.gateway.warmups import WARMUP_YIELD_S
 
 
 class Planner:

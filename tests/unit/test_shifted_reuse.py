@@ -1,6 +1,6 @@
 """Which shifted tokens are reused and which are recomputed."""
-from backend.base import ReuseHint
-from backend.shifted_reuse import select_recompute, usable_spans
+from fimgate.backend.base import ReuseHint
+from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
 
 ShiftedSpan = ReuseHint
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from backend.cuda_graphs import bucket_for
-from backend.llama import KVBuffer, LlamaModel
-from bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.backend.embedded.cuda_graphs import bucket_for
+from fimgate.backend.model.llama import KVBuffer, LlamaModel
+from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
 
 
 @pytest.mark.parametrize("window", [None, 8])

@@ -1,6 +1,6 @@
 """Stop strings never leak a partial stop; healing constraints allow exactly the consistent tokens."""
-from backend.constraint import TextPrefixIndex
-from backend.stop import StopStrings
+from fimgate.backend.embedded.constraint import TextPrefixIndex
+from fimgate.backend.embedded.stop import StopStrings
 
 
 def test_stop_string_split_across_tokens_is_held_back_then_cut():
@@ -33,7 +33,7 @@ def test_allowed_tokens_agree_with_the_remaining_text():
 
 
 def test_remembered_answers_are_the_lookups_and_the_memory_is_bounded():
-    from backend import constraint
+    from fimgate.backend.embedded import constraint
 
     vocab = [b"r", b"re", b"ret", b"return", b"x", b" ret", b"retu", b"rex"]
     idx = TextPrefixIndex(vocab)

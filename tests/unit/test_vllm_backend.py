@@ -6,11 +6,11 @@ import re
 import httpx
 import pytest
 
-from backend.base import (BackendUnavailableError, ContextOverflowError, FimPlan, HealingConstraint, SamplingParams,
+from fimgate.backend.base import (BackendUnavailableError, ContextOverflowError, FimPlan, HealingConstraint, SamplingParams,
                           last_finished)
-from backend.cache_salt import CacheSalts
-from backend.vllm_backend import VllmBackend, VllmConfig, healing_regex
-from backend.vllm_router import PrefixRouter
+from fimgate.backend.vllm.cache_salt import CacheSalts
+from fimgate.backend.vllm.backend import VllmBackend, VllmConfig, healing_regex
+from fimgate.backend.vllm.router import PrefixRouter
 
 
 class _Tok:

@@ -2,9 +2,9 @@
 import threading
 import time
 
-from backend.base import Finished, FimPlan, SamplingParams, UsageReport
-from backend.main_thread import MainThreadRunner
-from gateway.warmups import WARMUP_YIELD_S, chunk_ends, is_warmup, order_key, run_chunked
+from fimgate.backend.base import Finished, FimPlan, SamplingParams, UsageReport
+from fimgate.backend.main_thread import MainThreadRunner
+from fimgate.gateway.warmups import WARMUP_YIELD_S, chunk_ends, is_warmup, order_key, run_chunked
 
 
 def test_chunks_cover_the_prompt_in_growing_prefixes():

@@ -1,1 +1,0 @@
-"""Backends: the contract (base.py, torch-free) and the engines that fulfil it."""

@@ -1,1 +1,0 @@
-"""Benchmarks: keystroke replay and FIM quality, strategies side by side."""

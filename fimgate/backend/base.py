@@ -1,0 +1,217 @@
+"""The backend contract: what the planner hands a backend and what a backend reports back.
+
+Every type here is a small frozen dataclass and this module imports no torch, so fimgate/efim/ (pure
+Python) can build requests and the gateway can read reports without loading an engine.
+
+A request's prompt is already tokenized. Token positions (`pos`) are indices into that list;
+character offsets never cross this boundary.
+"""
+from __future__ import annotations
+
+import enum
+import threading
+from dataclasses import dataclass, field
+from typing import Iterator, Protocol
+
+
+class ReuseClass(str, enum.Enum):
+    """How a request's prompt relates to what is cached (DESIGN.md, exactness classes)."""
+
+    COLD = "cold"  # nothing reusable was known to the planner
+    EFIM_APPEND = "efim_append"  # only the increment after the anchor grew: a prefix hit
+    REANCHOR = "reanchor"  # new anchor; old text may reappear shifted (see ReuseHint)
+
+
+@dataclass(frozen=True)
+class ReuseHint:
+    """Tokens `old_start:old_start+num_tokens` of the session's previous prompt reappear at
+    `new_start` of this one. `delta` = new_start - old_start is the RoPE shift to apply."""
+
+    old_start: int
+    new_start: int
+    num_tokens: int
+
+    @property
+    def delta(self) -> int:
+        return self.new_start - self.old_start
+
+
+@dataclass(frozen=True)
+class HealingConstraint:
+    """Token healing: the first generated tokens must spell `text` (it was backed off the
+    prompt because the cursor sat inside a token). Any backend can enforce it with
+    `fimgate.backend.embedded.constraint.TextPrefixConstraint`; the text is not repeated in the output."""
+
+    text: str
+
+    def __bool__(self) -> bool:
+        return bool(self.text)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 64
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 0:
+            raise ValueError("max_tokens must be >= 0")
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class FimPlan:
+    """One generation request, as the planner built it."""
+
+    prompt_ids: tuple[int, ...]
+    user_id: str
+    session_id: str
+    sampling: SamplingParams = SamplingParams()
+    healing: HealingConstraint = HealingConstraint("")
+    stop_token_ids: tuple[int, ...] = ()
+    reuse_class: ReuseClass = ReuseClass.COLD
+    reuse_hints: tuple[ReuseHint, ...] = ()
+    # Tokens [0, pin_tokens) form the session's anchor: the policy may pin them while the person types.
+    pin_tokens: int = 0
+    # Shifted reuse of the hints: None = off (exact classes only); 0.0 = re-rotate only (llama.cpp
+    # cache_reuse); s > 0 = also recompute that share of the shifted tokens (suffix-KV correction).
+    recompute_share: float | None = None
+    prewarm: bool = False  # a cache warm-up (max_tokens 0), reported apart from the typing path
+    issued_at_s: float | None = None  # the editor's clock at the request (replays); None: now
+
+    @property
+    def pins_anchor(self) -> bool:
+        """Typing requests pin their anchor; a warm-up (file open, cursor jump: nothing sampled) does not."""
+        return self.pin_tokens > 0 and not self.prewarm and self.sampling.max_tokens > 0
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """What one request cost. cached = prefix (exact) + shifted (approximate, re-rotated)."""
+
+    prompt_tokens: int
+    prefix_cached_tokens: int = 0
+    shifted_cached_tokens: int = 0
+    recomputed_tokens: int = 0
+    prefilled_tokens: int = 0
+    completion_tokens: int = 0
+    ttft_ms: float | None = None
+    decode_tokens_per_s: float | None = None
+    total_ms: float | None = None
+    cancelled: bool = False
+    finish_reason: str | None = None  # "stop", "length", "cancelled"
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.prefix_cached_tokens + self.shifted_cached_tokens
+
+    def as_dict(self) -> dict:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": {"prefix": self.prefix_cached_tokens, "shifted": self.shifted_cached_tokens},
+            "recomputed_tokens": self.recomputed_tokens,
+            "prefilled_tokens": self.prefilled_tokens,
+            "completion_tokens": self.completion_tokens,
+            "ttft_ms": self.ttft_ms,
+            "decode_tokens_per_s": self.decode_tokens_per_s,
+            "total_ms": self.total_ms,
+            "cancelled": self.cancelled,
+            "finish_reason": self.finish_reason,
+        }
+
+
+class ContextOverflowError(ValueError):
+    """The prompt does not fit the backend's context; the message says by how much."""
+
+
+class BackendError(RuntimeError):
+    """A backend server refused or failed a request (the gateway answers 502)."""
+
+
+class BackendUnavailableError(BackendError):
+    """No backend server answered (all down or unreachable); the gateway answers 503."""
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of completion text, streamed as soon as it is final (stop strings checked)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    text: str  # the whole completion
+    usage: UsageReport
+
+
+StreamEvent = TextDelta | Finished
+
+
+def last_finished(events) -> Finished | None:
+    """Run a stream of events to its end; return its Finished report."""
+    final = None
+    for ev in events:
+        if isinstance(ev, Finished):
+            final = ev
+    return final
+
+
+@dataclass
+class CancelToken:
+    """Set from any thread; the engine checks it before every token."""
+
+    _event: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass(frozen=True)
+class PinReceipt:
+    """Proof of one pin. Unpinning needs the receipt, so a lost receipt leaks a pin until its
+    TTL ends rather than releasing someone else's."""
+
+    pin_id: int
+    user_id: str
+    num_blocks: int
+    expires_at: float
+
+
+class Tokenizer(Protocol):
+    """What efim needs from a tokenizer (fimgate.backend.model.tokenizer.HFTokenizer implements it)."""
+
+    bos_id: int | None
+    add_bos: bool  # prompts start with bos_id
+
+    def encode(self, text: str) -> list[int]: ...
+    def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]: ...
+    def decode(self, ids: list[int]) -> str: ...
+    def token_id(self, token: str) -> int | None: ...
+    def pretoken_starts(self, text: str) -> list[int]: ...
+
+
+class Backend(Protocol):
+    """Streams one completion for a plan; cancellable at any token."""
+
+    @property
+    def tokenizer(self) -> Tokenizer: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]: ...
+
+    def pin(self, user_id: str, prompt_ids: tuple[int, ...], ttl_s: float) -> PinReceipt | None: ...
+
+    def unpin(self, receipt: PinReceipt) -> None: ...

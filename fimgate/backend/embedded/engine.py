@@ -1,0 +1,301 @@
+"""The embedded engine: a real model on CPU or CUDA behind per-user prefix trees of KV blocks.
+
+Memory has two tiers:
+- the block pool: `budget_tokens` of K/V rows, owned by the per-user `BlockTree` (LRU, pins);
+- a few slots: contiguous K/V buffers a request computes in. A slot remembers whose tokens it
+  holds, so a person's next keystroke usually finds its whole prompt already in place and
+  copies nothing; otherwise the matched blocks are gathered from the pool into the slot.
+
+A request runs: match (slot and tree, same user only) -> gather missing rows -> prefill the
+rest -> decode token by token (cancel checked before each) -> write new full and partial
+blocks back into the user's tree. When the plan allows shifted reuse, runs of the session's
+previous prompt that reappear elsewhere are re-rotated into place and partly recomputed
+(fimgate/backend/embedded/shifted_reuse.py) instead of prefilled. One request computes at a time; on 2 CPU cores batching
+would only share the same cores.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from fimgate.backend.base import (CancelToken, ContextOverflowError, Finished, FimPlan, PinReceipt, ReuseHint,  # noqa: F401
+                          StreamEvent, UsageReport)
+from fimgate.backend.block_tree import BlockTree, common_prefix
+from fimgate.backend.embedded.constraint import TextPrefixIndex
+from fimgate.backend.embedded.decode_loop import decode, decode_rate, first_pick
+from fimgate.backend.model.llama import KVBuffer, LlamaModel
+from fimgate.backend.pinning import KeystrokePins
+from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
+from fimgate.backend.model.weights import LoadedModel, load_model
+from fimgate.kernels.rope import inv_frequencies, rerotate
+
+MAX_REMEMBERED_PROMPTS = 4096
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    block_size: int = 16
+    budget_tokens: int = 16384  # the block pool, shared by all users
+    budget_bytes: int | None = None  # when set, the pool's size in bytes (overrides budget_tokens)
+    pin_cap_share: float = 0.5
+    num_slots: int = 2
+    max_context: int = 4096
+    device: str = "cpu"
+    threads: int | None = None
+    pin_policy: str = "pin"  # fimgate/backend/pinning.py: none, lru-only, pin, random+pin
+    dtype: str = "float32"  # "bfloat16": weights and KV; "int8": int8 weights in 1-token steps (CPU)
+    prefill_dtype: str = "float32"  # "bfloat16": prompts multiply by bf16 copies of the linears (CPU fp32/int8)
+    cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (fimgate/backend/embedded/cuda_graphs.py)
+    screened_head: bool = True  # greedy steps screen the output head in int8 (fimgate/backend/model/screened_head.py; CPU fp32)
+
+
+class _Slot:
+    def __init__(self, kv: KVBuffer) -> None:
+        self.kv = kv
+        self.user_id: str | None = None
+        self.tokens: list[int] = []  # tokens whose K/V sit at rows 0..len(tokens)
+        self.last_used = 0.0
+
+
+class EmbeddedEngine:
+    chunked_warmups = True  # a warm-up may arrive as growing prefixes of its prompt (fimgate/gateway/warmups.py)
+
+    def __init__(self, loaded: LoadedModel, config: EngineConfig = EngineConfig()) -> None:
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.config = config
+        self.model_config = loaded.config
+        self._name = loaded.name
+        self._tokenizer = loaded.tokenizer
+        if config.dtype not in ("float32", "bfloat16", "int8"):
+            raise ValueError(f"unsupported dtype {config.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
+        dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
+        if config.prefill_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"unsupported prefill dtype {config.prefill_dtype!r}: float32 or bfloat16")
+        self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device, dtype=dtype,
+                                int8_weights=config.dtype == "int8", screened_head=config.screened_head,
+                                bf16_prompts=config.prefill_dtype == "bfloat16" and dtype == torch.float32)
+        cfg = loaded.config
+        self.capacity = min(config.max_context, cfg.max_position)
+        budget_tokens = config.budget_tokens
+        if config.budget_bytes is not None:
+            budget_tokens = config.budget_bytes * (2 if config.dtype == "bfloat16" else 1) // cfg.kv_bytes_per_token
+        num_blocks = max(1, budget_tokens // config.block_size)
+        self._now_s = time.monotonic()  # the clock pins expire by: wall time, or a replay's trace time
+        self.pins = KeystrokePins(config.pin_policy)
+        self.tree = self._new_tree(num_blocks)
+        rows = num_blocks * config.block_size
+        self._pool = KVBuffer.empty(cfg, rows, device=config.device, dtype=dtype)
+        self._slots = [_Slot(KVBuffer.empty(cfg, self.capacity, device=config.device, dtype=dtype))
+                       for _ in range(config.num_slots)]
+        self._lock = threading.Lock()
+        special = {self._tokenizer.token_id(t) for t in getattr(self._tokenizer, "_special", {})} - {None}
+        self._heal_index = TextPrefixIndex(self._tokenizer.token_bytes, exclude_ids=special)
+        # the last prompt of each (user, session): where reuse hints point
+        self._last_prompts: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()
+        dev = self.model.device
+        self._layer_rope = [(cfg.rope_for(i), inv_frequencies(cfg.rope_for(i)).to(dev)) for i in range(cfg.num_layers)]
+        self._graphs = None
+        if config.cuda_graphs and dev.type == "cuda":
+            from fimgate.backend.embedded.cuda_graphs import GraphedDecoder
+
+            self._graphs = GraphedDecoder(self.model)
+            for s in self._slots:  # up front: no keystroke pays a capture
+                self._graphs.capture_all(s.kv)
+
+    def _new_tree(self, num_blocks: int) -> BlockTree:
+        return BlockTree(num_blocks, self.config.block_size, self.config.pin_cap_share, clock=lambda: self._now_s,
+                         eviction=self.pins.eviction)
+
+    @classmethod
+    def from_path(cls, path: str, config: EngineConfig = EngineConfig()) -> "EmbeddedEngine":
+        return cls(load_model(path), config)
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
+    @property
+    def model_name(self) -> str:
+        return self._name
+
+    @property
+    def pool_bytes(self) -> int:
+        return self._pool.k.numel() * self._pool.k.element_size() * 2
+
+    # -- pins ------------------------------------------------------------------------------
+    def pin(self, user_id: str, prompt_ids: tuple[int, ...], ttl_s: float) -> PinReceipt | None:
+        with self._lock:
+            return self.tree.pin(user_id, tuple(prompt_ids), ttl_s)
+
+    def unpin(self, receipt: PinReceipt) -> None:
+        with self._lock:
+            self.tree.unpin(receipt)
+
+    # -- generation ------------------------------------------------------------------------
+    def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]:
+        cancel = cancel or CancelToken()
+        prompt = list(plan.prompt_ids)
+        if not prompt:
+            raise ValueError("empty prompt")
+        heal = plan.healing.text.encode("utf-8")
+        max_new = plan.sampling.max_tokens + (len(heal) if heal else 0)
+        if len(prompt) >= self.capacity:
+            raise ContextOverflowError(f"prompt of {len(prompt)} tokens does not fit the context of {self.capacity}")
+        max_new = min(max_new, self.capacity - len(prompt))
+        with self._lock:
+            yield from self._generate_locked(plan, prompt, max_new, cancel)
+
+    def _take_slot(self, user_id: str, prompt: list[int]) -> tuple[_Slot, int]:
+        best, best_n = None, -1
+        for s in self._slots:
+            n = common_prefix(s.tokens, prompt) if s.user_id == user_id else -1
+            if n > best_n:
+                best, best_n = s, n
+        if best_n <= 0:
+            best = min(self._slots, key=lambda s: s.last_used)
+            best_n = 0
+        if best.user_id != user_id:
+            best.user_id, best.tokens = user_id, []
+        return best, best_n
+
+    def _generate_locked(self, plan: FimPlan, prompt: list[int], max_new: int,
+                         cancel: CancelToken) -> Iterator[StreamEvent]:
+        t0 = time.perf_counter()
+        self._now_s = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
+        slot, slot_hit = self._take_slot(plan.user_id, prompt)
+        slot.last_used = t0
+        match = self.tree.match(plan.user_id, tuple(prompt))
+        cached = max(slot_hit, match.num_tokens)
+        if match.num_tokens > slot_hit:
+            self._gather(slot.kv, match.blocks, slot_hit, match.num_tokens)
+        cached = min(cached, len(prompt) - 1)  # the last prompt token is always run, for its logits
+        slot.tokens = prompt[:cached]
+        key = (plan.user_id, plan.session_id)
+        old = self._last_prompts.get(key)
+        self._last_prompts[key] = tuple(prompt)
+        self._last_prompts.move_to_end(key)
+        while len(self._last_prompts) > MAX_REMEMBERED_PROMPTS:
+            self._last_prompts.popitem(last=False)
+
+        shifted: set[int] = set()
+        recompute: set[int] = set()
+        if plan.recompute_share is not None and plan.reuse_hints and old:
+            old_match = self.tree.match(plan.user_id, old)
+            spans = usable_spans(plan.reuse_hints, old, tuple(prompt), cached, old_match.num_tokens)
+            if spans:
+                self._place_shifted(slot.kv, old_match.blocks, spans)
+                shifted = {p for s in spans for p in range(s.new_start, s.new_start + s.num_tokens)}
+                recompute = select_recompute(spans, plan.recompute_share)
+        positions = [p for p in range(cached, len(prompt)) if p not in shifted or p in recompute]
+        usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=cached,
+                     shifted_cached_tokens=len(shifted) - len(recompute), recomputed_tokens=len(recompute),
+                     prefilled_tokens=len(positions) - len(recompute))
+        if cancel.cancelled:
+            yield self._finish(plan, slot, "", usage, t0, None, None, 0, cancelled=True)
+            return
+        dev = self.model.device
+        argmax_only, only_ids = first_pick(plan, self._heal_index)
+        if len(positions) == 1 and not recompute:  # a keystroke's 1-token append: one decode step
+            logits = self._step(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
+        else:
+            logits = self.model.forward(torch.tensor([prompt[p] for p in positions], device=dev),
+                                        torch.tensor(positions, device=dev), slot.kv, argmax_only=argmax_only,
+                                        only_ids=only_ids)
+        slot.tokens = list(prompt)
+        if plan.sampling.max_tokens == 0:
+            yield self._finish(plan, slot, "", usage, t0, None, None, 0, finish_reason="length")
+            return
+
+        def step(tok: int, argmax_only: bool = False, only_ids: list[int] | None = None) -> torch.Tensor:
+            logits = self._step(tok, len(slot.tokens), slot.kv, argmax_only, only_ids)
+            slot.tokens.append(tok)
+            return logits
+
+        out = yield from decode(plan, logits, step, self._tokenizer.token_bytes, self._heal_index,
+                                self._tokenizer.eos_id, max_new, cancel)
+        yield self._finish(plan, slot, out.text, usage, t0, out.t_first, time.perf_counter(), out.num_out,
+                           cancelled=out.finish == "cancelled", finish_reason=out.finish)
+
+    def _step(self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False,
+              only_ids: list[int] | None = None) -> torch.Tensor:
+        """Logits after one token at `position`: a replayed CUDA graph where there is one."""
+        if self._graphs is not None:
+            return self._graphs.step(token, position, kv)
+        dev = self.model.device
+        return self.model.forward(torch.tensor([token], device=dev), torch.tensor([position], device=dev), kv,
+                                  argmax_only=argmax_only, only_ids=only_ids)
+
+    def _finish(self, plan, slot, text, usage, t0, t_first, t_end, num_out, cancelled=False,
+                finish_reason="cancelled") -> Finished:
+        self._store(plan.user_id, slot)
+        if self.model.device.type == "cuda":  # a request ends when its kernels have (a pre-warm samples nothing)
+            torch.cuda.synchronize(self.model.device)
+        if plan.pins_anchor:
+            self.pins.repin(self.tree, plan.user_id, plan.session_id, tuple(plan.prompt_ids[:plan.pin_tokens]),
+                            self._now_s)
+        ttft = None if t_first is None else (t_first - t0) * 1000
+        tps = None if t_end is None else decode_rate(t_first, t_end, num_out)
+        report = UsageReport(**usage, completion_tokens=num_out, ttft_ms=ttft, decode_tokens_per_s=tps,
+                             total_ms=(time.perf_counter() - t0) * 1000, cancelled=cancelled,
+                             finish_reason=finish_reason)
+        return Finished(text=text, usage=report)
+
+    # -- pool <-> slot ---------------------------------------------------------------------
+    def _rows(self, blocks, start: int, end: int) -> torch.Tensor:
+        bs = self.config.block_size
+        ids = torch.tensor([b for b, _ in blocks], dtype=torch.long)
+        pos = torch.arange(start, end)
+        return ids[pos // bs] * bs + pos % bs
+
+    def _gather(self, kv: KVBuffer, blocks, start: int, end: int) -> None:
+        rows = self._rows(blocks, start, end).to(self.model.device)
+        kv.k[:, :, start:end] = self._pool.k.index_select(2, rows)
+        kv.v[:, :, start:end] = self._pool.v.index_select(2, rows)
+
+    def _place_shifted(self, kv: KVBuffer, old_blocks, spans: list[ReuseHint]) -> None:
+        """Copy the old prompt's K/V of each span to its new position, keys re-rotated by delta."""
+        for s in spans:
+            rows = self._rows(old_blocks, s.old_start, s.old_start + s.num_tokens).to(self.model.device)
+            new = slice(s.new_start, s.new_start + s.num_tokens)
+            delta = torch.full((s.num_tokens,), s.delta, dtype=torch.long, device=self.model.device)
+            k_old = self._pool.k.index_select(2, rows)  # (layers, kv_heads, n, head_dim)
+            if self.model_config.local_rope is None:
+                rope, inv = self._layer_rope[0]
+                kv.k[:, :, new] = rerotate(k_old, delta, inv, rope)
+            else:
+                for i, (rope, inv) in enumerate(self._layer_rope):
+                    kv.k[i, :, new] = rerotate(k_old[i], delta, inv, rope)
+            kv.v[:, :, new] = self._pool.v.index_select(2, rows)
+
+    def _store(self, user_id: str, slot: _Slot) -> None:
+        bs = self.config.block_size
+        for w in self.tree.insert(user_id, tuple(slot.tokens)):
+            rows = torch.arange(w.block_id * bs + w.offset, w.block_id * bs + w.offset + w.num_tokens,
+                                device=self.model.device)
+            self._pool.k.index_copy_(2, rows, slot.kv.k[:, :, w.start:w.start + w.num_tokens])
+            self._pool.v.index_copy_(2, rows, slot.kv.v[:, :, w.start:w.start + w.num_tokens])
+
+    def reset(self, pin_policy: str | None = None) -> None:
+        """Forget every cached block, slot and pin (benchmarks start each strategy from cold)."""
+        with self._lock:
+            self.pins = KeystrokePins(pin_policy or self.pins.policy)
+            self.tree = self._new_tree(self.tree.num_blocks)
+            for s in self._slots:
+                s.user_id, s.tokens, s.last_used = None, [], 0.0
+            self._last_prompts.clear()
+
+    def stats(self) -> dict:
+        return {
+            "pool_blocks": self.tree.num_blocks,
+            "used_blocks": self.tree.num_used,
+            "pinned_blocks": self.tree.num_pinned,
+            "evicted_blocks": self.tree.num_evicted,
+            "users": self.tree.num_users,
+            "pool_bytes": self.pool_bytes,
+        }

@@ -1,0 +1,67 @@
+"""A one-token step through all the layers in one C call, for the models that fit it.
+
+A keystroke's 1-token append and every decoding step are one token through 30 layers. In torch
+that is ~15 calls a layer (norms, a rope, slicing, cache writes, adds, SiLU): ~450 dispatches,
+~5 ms of a ~25 ms step on this 2-core VM beyond the products themselves. fimgate/kernels/llama_step.c
+does the same work in one call, with the same int8 (or fp32) products and the same attention
+kernel, so a step costs what its memory reads cost.
+
+It fits plain Llama-style layers on CPU in fp32 activations: RMSNorm, fused qkv and gate_up
+without biases, RoPE over the whole head, SiLU, no q/k norms, sandwich norms or sliding
+windows (SmolLM2, Llama; not Qwen2, whose q/k/v have biases). Anything else - and a process without a C
+compiler, or FIMGATE_CPU_KERNELS=torch - runs the torch layers in fimgate/backend/model/llama.py; both give
+the same numbers up to fp32 rounding order (tests/unit/test_llama_step.py,
+tests/integration/test_engine.py).
+"""
+from __future__ import annotations
+
+import torch
+
+from fimgate.kernels.llama_step import Dims, LayerWeights, llama_step, pack_layers
+from fimgate.kernels.rope import cos_sin, rope_tables
+
+
+def _weight(w):
+    """A layer's linear as the kernel takes it: the int8 copy a MixedWeight uses for steps, else fp32."""
+    int8 = getattr(w, "int8", None)
+    if int8 is not None:
+        return int8
+    return getattr(w, "fp32", w)
+
+
+class FusedStep:
+    def __init__(self, model) -> None:
+        cfg = model.cfg
+        self.rope = cfg.rope_for(0)
+        self.inv_freq = model.inv_freq
+        self.embed = model.embed
+        self.dims = Dims(hidden=cfg.hidden_size, heads=cfg.num_heads, kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
+                         intermediate=cfg.intermediate_size, rms_eps=cfg.rms_eps,
+                         attn_scale=cfg.attn_scale or cfg.head_dim ** -0.5, gptj=self.rope.layout == "gptj")
+        self._weights = [LayerWeights(w["attn_norm"], w["mlp_norm"], _weight(w["qkv"]), _weight(w["o"]),
+                                      _weight(w["gate_up"]), _weight(w["down"])) for w in model.layers]
+        self._layers = pack_layers(self._weights)  # points into self._weights' tensors
+
+    @classmethod
+    def for_model(cls, model) -> "FusedStep | None":
+        """A fused step for `model` (a fimgate.backend.model.llama.LlamaModel), or None where it does not fit."""
+        cfg = model.cfg
+        fits = (model.device.type == "cpu" and model.dtype == torch.float32 and cfg.activation == "silu"
+                and not (cfg.qk_norm or cfg.sandwich_norm or cfg.embed_scale or cfg.local_layers or cfg.sliding_window)
+                and cfg.rope.dim == cfg.head_dim
+                and all(cfg.rope_for(i) == cfg.rope for i in range(cfg.num_layers))
+                and all(w["qkv_bias"] is None for w in model.layers))
+        return cls(model) if fits else None
+
+    def __call__(self, token: int, slot: int, position: int, kv) -> torch.Tensor | None:
+        """The last layer's output (1, hidden) after `token` at `position`, its K/V written at
+        row `slot` of `kv`; None (nothing written) where the kernel is not available or the
+        buffer is not fp32."""
+        if kv.k.dtype != torch.float32 or not kv.k.is_contiguous():
+            return None
+        cos, sin = cos_sin(torch.tensor([position]), self.inv_freq)
+        cos_t, sin_t = rope_tables(cos, sin, self.rope)
+        x = self.embed[token].clone()
+        if not llama_step(self._layers, x, kv.k, kv.v, slot, cos_t[0], sin_t[0], self.dims):
+            return None
+        return x[None]

@@ -1,0 +1,266 @@
+"""The decoder (Llama, SmolLM2, Qwen2, Gemma 3) as plain torch ops over an explicit KV buffer.
+
+The engine owns the KV memory; the model only reads and writes the `KVBuffer` it is handed.
+Every forward call names the buffer slots its tokens occupy and the positions they sit at, so
+the same code runs a cold prefill, an append after a prefix hit, one decode step, and the
+selective recompute of scattered tokens after a shift:
+
+    slots      0 1 2 3 4 5 6 7        query at slot s attends to keys at slots <= s
+    buffer    [k k k k k k . .]       (causal by slot, whatever was computed when)
+    forward(ids, slots=[5, 6])  writes k/v at 5 and 6, returns logits for the last one
+
+A slot is also the token's position, so a sliding-window layer (Gemma 3) attends to keys at
+slots in (s - window, s].
+
+A one-token forward of a plain Llama-style model on CPU runs all layers in one C call instead
+(fimgate/backend/model/fused_step.py); the torch layers below are the reference it is tested against and
+what every other call runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from fimgate.backend.model.fused_step import FusedStep
+from fimgate.backend.model.mixed_linear import MixedWeight, linear
+from fimgate.backend.model.config import ModelConfig
+from fimgate.backend.model.screened_head import ScreenedHead
+from fimgate.kernels.decode_attention import decode_attention as cpu_decode_attention
+from fimgate.kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables
+
+_LAYER_WEIGHTS = ("attn_norm", "q", "k", "v", "o", "q_bias", "k_bias", "v_bias", "mlp_norm", "gate", "up", "down",
+                  "q_norm", "k_norm", "post_attn_norm", "post_mlp_norm")
+_REQUIRED = ("attn_norm", "q", "k", "v", "o", "mlp_norm", "gate", "up", "down")
+_MIXED_LINEARS = ("qkv", "o", "gate_up", "down")
+EXACT_HEAD_ROWS = 4096  # up to here, the allowed rows of the head beat screening it (~2 ms vs ~3.4 ms)
+
+
+def _fuse(layer: dict) -> None:
+    """One (q;k;v) and one (gate;up) weight per layer: a one-token step then makes 4 matmul
+    calls a layer instead of 7, and the separate weights become row views of the fused ones
+    (no extra memory)."""
+    for fused, parts in (("qkv", ("q", "k", "v")), ("gate_up", ("gate", "up"))):
+        w = torch.cat([layer[p] for p in parts])
+        rows = 0
+        for p in parts:
+            n = layer[p].shape[0]
+            layer[p] = w[rows:rows + n]
+            rows += n
+        layer[fused] = w
+    biases = [layer[f"{p}_bias"] for p in ("q", "k", "v")]
+    layer["qkv_bias"] = None if all(b is None for b in biases) else torch.cat(
+        [b if b is not None else torch.zeros(layer[p].shape[0], dtype=layer[p].dtype, device=layer[p].device)
+         for b, p in zip(biases, ("q", "k", "v"))])
+
+
+@dataclass
+class KVBuffer:
+    """Contiguous K and V for one sequence. k, v: (num_layers, num_kv_heads, capacity, head_dim)."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+
+    @classmethod
+    def empty(cls, cfg: ModelConfig, capacity: int, device: torch.device | str = "cpu",
+              dtype: torch.dtype = torch.float32) -> "KVBuffer":
+        shape = (cfg.num_layers, cfg.num_kv_heads, capacity, cfg.head_dim)
+        return cls(torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype))
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[2]
+
+
+def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float,
+                      bias: torch.Tensor | None = None) -> torch.Tensor:
+    """One query token against the cache, grouped-query heads without expanding K/V.
+
+    q: (heads, 1, d); keys, values: (kv_heads, L, d) views into the KV buffer; bias: (L,) float32,
+    0 or -inf per key (the fixed-shape step of a CUDA graph). SDPA with enable_gqa copies K and V
+    once per query head group on CPU (~9x the cache per layer per step at 2k context); a batched
+    matmul over (kv_heads, group) reads them once. On CPU in fp32, without a bias, the C kernel
+    (fimgate/kernels/decode_attention.c) does it instead, where it is built."""
+    if bias is None:
+        out = cpu_decode_attention(q, keys, values, scale)
+        if out is not None:
+            return out
+    kv_heads, _, d = keys.shape
+    group = q.shape[0] // kv_heads
+    qg = q.reshape(kv_heads, group, d)
+    scores = (torch.matmul(qg, keys.transpose(1, 2)) * scale).float()  # (kv_heads, group, L)
+    if bias is not None:
+        scores = scores + bias
+    probs = torch.softmax(scores, dim=-1).to(values.dtype)
+    return torch.matmul(probs, values).reshape(kv_heads * group, 1, d)
+
+
+def _prefill_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
+                       scale: float | None) -> torch.Tensor:
+    """Several queries: causal from slot 0 (mask None) or under a boolean (n, L) mask.
+
+    q: (heads, n, d); keys, values: (kv_heads, L, d). Called with a batch dimension: on CPU, 3-D
+    inputs take SDPA's math path (scores materialised, then NaN checks: ~60% of a 1k-token
+    prefill), 4-D ones its flash kernel, 7x faster for a 1k-token causal prefill."""
+    a = F.scaled_dot_product_attention(q[None], keys[None], values[None], attn_mask=mask, is_causal=mask is None,
+                                       enable_gqa=True, scale=scale)
+    return a[0]
+
+
+class LlamaModel:
+    def __init__(self, cfg: ModelConfig, tensors: dict[str, torch.Tensor], device: str = "cpu",
+                 dtype: torch.dtype = torch.float32, int8_weights: bool = False, bf16_prompts: bool = False,
+                 screened_head: bool = False) -> None:
+        """int8_weights: one-token steps multiply by int8 copies of the layers' linears;
+        bf16_prompts: prompts multiply by bf16 copies of them (fimgate/backend/model/mixed_linear.py, CPU fp32
+        models only); the output head and everything else stay in `dtype`. screened_head: a
+        forward asked only for its argmax screens the head with an int8 copy and computes in fp32
+        just the rows that can win (fimgate/backend/model/screened_head.py; CPU fp32 models, ignored elsewhere)."""
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.dtype = dtype
+        t = {k: v.to(self.device, dtype) for k, v in tensors.items()}
+        self.embed = t["embed"]
+        self.lm_head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
+        self.final_norm = t["final_norm"]
+        self.screened_head = ScreenedHead(self.lm_head) if (
+            screened_head and self.device.type == "cpu" and dtype == torch.float32) else None
+        self.layers = [{name: t.get(f"layers.{i}.{name}") for name in _LAYER_WEIGHTS} for i in range(cfg.num_layers)]
+        required = _REQUIRED + (("q_norm", "k_norm") if cfg.qk_norm else ()) + (
+            ("post_attn_norm", "post_mlp_norm") if cfg.sandwich_norm else ())
+        for i, layer in enumerate(self.layers):
+            missing = [n for n in required if layer[n] is None]
+            if missing:
+                raise ValueError(f"layer {i} lacks weights {missing}")
+            _fuse(layer)
+        if int8_weights or bf16_prompts:
+            if self.device.type != "cpu" or dtype != torch.float32:
+                raise ValueError("int8 steps and bf16 prompts are for float32 models on CPU")
+            for layer in self.layers:
+                for name in _MIXED_LINEARS:
+                    layer[name] = MixedWeight(layer[name], step_int8=int8_weights, prompt_bf16=bf16_prompts)
+        self.inv_freq = inv_frequencies(cfg.rope).to(self.device)
+        self.local_inv_freq = inv_frequencies(cfg.local_rope).to(self.device) if cfg.local_rope else self.inv_freq
+        self._act = (lambda x: F.gelu(x, approximate="tanh")) if cfg.activation == "gelu_tanh" else F.silu
+        self.fused_step = FusedStep.for_model(self)  # one C call a one-token step, where the model fits
+
+    def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:  # one fused op, equal to the lines below bit for bit in fp32
+            return F.rms_norm(x, (x.shape[-1],), w, self.cfg.rms_eps)
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.cfg.rms_eps)).to(x.dtype) * w
+
+    @torch.inference_mode()
+    def forward(self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None = None,
+                logits_for: str = "last", static_kv_len: int | None = None, argmax_only: bool = False,
+                only_ids: list[int] | None = None) -> torch.Tensor:
+        """ids, slots, positions: (n,) long. Writes K/V at `slots`; positions default to slots.
+
+        Returns logits (vocab,) for the last token, or (n, vocab) with logits_for="all".
+        static_kv_len: one token attending over rows [0, static_kv_len) under a mask, with fixed
+        shapes and no host synchronisation - what a CUDA graph can capture (fimgate/backend/embedded/cuda_graphs.py).
+        argmax_only, only_ids: what the caller reads of the last token's logits (_partial_head)."""
+        n = ids.shape[0]
+        x = None
+        if n == 1 and static_kv_len is None and self.fused_step is not None:
+            x = self.fused_step(int(ids[0]), int(slots[0]), int(slots[0] if positions is None else positions[0]), kv)
+        if x is None:
+            x = self._layers(ids, slots, kv, positions, static_kv_len)
+        if logits_for == "last":
+            x = x[-1:]
+        h = self._norm(x, self.final_norm)
+        if logits_for == "last" and (argmax_only or only_ids is not None):
+            return self._partial_head(h[0], argmax_only, only_ids)
+        logits = linear(h, self.lm_head).float()
+        return logits[0] if logits_for == "last" else logits
+
+    def _partial_head(self, h: torch.Tensor, argmax_only: bool, only_ids: list[int] | None) -> torch.Tensor:
+        """Logits (vocab,) for a pick that reads only part of them: argmax_only, only the argmax
+        (over only_ids when given); only_ids, only those entries (a healing constraint; the
+        sampler masks the rest). Up to EXACT_HEAD_ROWS allowed rows are computed exactly, the
+        others left -inf; a greedy pick over more (a bare space allows ~32k of 49k tokens) or over
+        all of them takes the screened head (fimgate/backend/model/screened_head.py: int8 screen, fp32 for the
+        rows that can win); anything else, the whole head."""
+        if only_ids is not None and len(only_ids) <= EXACT_HEAD_ROWS:
+            logits = torch.full((self.lm_head.shape[0],), float("-inf"), device=self.device)
+            rows = torch.tensor(only_ids, dtype=torch.long, device=self.device)
+            logits[rows] = (self.lm_head.index_select(0, rows) @ h).float()
+            return logits
+        if argmax_only and self.screened_head is not None:
+            return self.screened_head(h) if only_ids is None else self.screened_head(h, only_ids)
+        return linear(h, self.lm_head).float()
+
+    def _layers(self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None,
+                static_kv_len: int | None) -> torch.Tensor:
+        """The tokens through every layer in torch ops: (n, hidden), K/V written at `slots`."""
+        cfg = self.cfg
+        n = ids.shape[0]
+        positions = (slots if positions is None else positions).to(self.device)
+        slots_d = slots.to(self.device)
+        cos, sin = cos_sin(positions, self.inv_freq)
+        local_cs = cos_sin(positions, self.local_inv_freq) if cfg.local_rope else (cos, sin)
+        tables = {}  # layer's RopeConfig -> rope_tables, built once per forward
+        window = cfg.sliding_window
+        mask = local_mask = bias = local_bias = None
+        if static_kv_len is not None:
+            lo = hi = 0
+            contiguous, kv_len = False, static_kv_len
+            keys = torch.arange(kv_len, device=self.device)
+            bias = torch.zeros(kv_len, device=self.device).masked_fill(keys > slots_d, float("-inf"))
+            local_bias = bias.masked_fill(keys <= slots_d - window, float("-inf")) if window else bias
+        else:
+            lo, hi = int(slots[0]), int(slots[-1]) + 1
+            contiguous = hi - lo == n and bool((slots[1:] > slots[:-1]).all()) if n > 1 else True
+            kv_len = int(slots.max()) + 1
+            if n > 1 and not (contiguous and lo == 0):
+                mask = torch.arange(kv_len, device=self.device)[None, :] <= slots_d[:, None]
+            if window and cfg.local_layers and kv_len > window and n > 1:
+                keys = torch.arange(kv_len, device=self.device)[None, :]
+                local_mask = (keys <= slots_d[:, None]) & (keys > slots_d[:, None] - window)
+        x = self.embed[ids.to(self.device)]
+        if cfg.embed_scale:
+            x = x * torch.tensor(cfg.embed_scale, dtype=x.dtype)
+        for i, w in enumerate(self.layers):
+            local = cfg.is_local(i)
+            h = self._norm(x, w["attn_norm"])
+            heads = cfg.num_heads + cfg.num_kv_heads  # q and k heads, then v's
+            qkv = linear(h, w["qkv"], w["qkv_bias"]).view(n, heads + cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+            qk, v = qkv[:heads], qkv[heads:]
+            if cfg.qk_norm:
+                qk = torch.cat((self._norm(qk[:cfg.num_heads], w["q_norm"]), self._norm(qk[cfg.num_heads:], w["k_norm"])))
+            c, sn = local_cs if local else (cos, sin)
+            rope = cfg.rope_for(i)
+            if rope not in tables:
+                tables[rope] = rope_tables(c, sn, rope)
+            qk = apply_rope(qk, c, sn, rope, tables[rope])  # q and k heads in one call
+            q, k = qk[:cfg.num_heads], qk[cfg.num_heads:]
+            if contiguous:
+                kv.k[i, :, lo:hi] = k
+                kv.v[i, :, lo:hi] = v
+            else:
+                kv.k[i].index_copy_(1, slots.to(self.device), k)
+                kv.v[i].index_copy_(1, slots.to(self.device), v)
+            start, m = 0, mask
+            if local and window and kv_len > window and bias is None:
+                if n == 1:  # one query at the last slot: the window is a slice
+                    start = kv_len - window
+                else:
+                    m = local_mask
+            keys, values = kv.k[i, :, start:kv_len], kv.v[i, :, start:kv_len]
+            if n == 1:
+                a = _decode_attention(q, keys, values, cfg.attn_scale or cfg.head_dim ** -0.5,
+                                      local_bias if local else bias)
+            else:
+                a = _prefill_attention(q, keys, values, m, cfg.attn_scale)
+            a = linear(a.transpose(0, 1).reshape(n, cfg.num_heads * cfg.head_dim), w["o"])
+            if cfg.sandwich_norm:
+                a = self._norm(a, w["post_attn_norm"])
+            x = x + a
+            h = self._norm(x, w["mlp_norm"])
+            gate, up = linear(h, w["gate_up"]).split(cfg.intermediate_size, dim=-1)
+            f = linear(self._act(gate) * up, w["down"])
+            if cfg.sandwich_norm:
+                f = self._norm(f, w["post_mlp_norm"])
+            x = x + f
+        return x

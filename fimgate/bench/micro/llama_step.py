@@ -1,0 +1,56 @@
+"""A one-token step on the bundled model: torch layers against one C call (fimgate/kernels/llama_step.c).
+
+    python -m fimgate.bench.micro.llama_step [--dtype int8,float32] [--context 32,840,2800] [--repeats 15]
+
+For each precision the model is loaded once, a real prompt of the largest context is prefilled,
+and steps at each context length alternate between the two paths (kernel on, kernel off), so
+both see the same machine state; medians in ms, the model's forward called directly (greedy:
+the screened head, as a keystroke's first pick without a healing constraint takes it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from fimgate.backend.model.bundled import resolve_model
+from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
+from fimgate.backend.model.llama import KVBuffer
+from fimgate.bench.engine_speed import _source_tokens
+from fimgate.kernels.llama_step import KERNEL, kernel_available
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dtype", default="int8,float32")
+    ap.add_argument("--context", default="32,840,2800")
+    ap.add_argument("--repeats", type=int, default=15)
+    a = ap.parse_args()
+    contexts = [int(c) for c in a.context.split(",")]
+    out = {"threads": torch.get_num_threads(), "kernel_built": kernel_available(), "ms_per_step": {}}
+    for dtype in a.dtype.split(","):
+        engine = EmbeddedEngine.from_path(resolve_model(None), EngineConfig(dtype=dtype))
+        model = engine.model
+        ids = _source_tokens(engine.tokenizer, max(contexts) + 1)
+        kv = KVBuffer.empty(model.cfg, max(contexts) + 8)
+        model.forward(torch.tensor(ids[:max(contexts)]), torch.arange(max(contexts)), kv)
+        rows = {}
+        for n in contexts:
+            times = {"torch": [], "c": []}
+            for _ in range(a.repeats):
+                for name in ("c", "torch") if out["kernel_built"] else ("torch",):
+                    KERNEL.set_enabled(name == "c")
+                    t0 = time.perf_counter()
+                    model.forward(torch.tensor([ids[n]]), torch.tensor([n]), kv, argmax_only=True)
+                    times[name].append((time.perf_counter() - t0) * 1000)
+            KERNEL.set_enabled(True)
+            rows[n] = {name: round(statistics.median(t), 2) for name, t in times.items() if t}
+        out["ms_per_step"][dtype] = rows
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

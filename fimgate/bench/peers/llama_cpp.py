@@ -1,0 +1,108 @@
+"""llama.cpp as a peer in the benchmarks (llama-cpp-python: `pip install fimgate[peers]`).
+
+It takes the same token prompts the strategies build for the embedded engine and reuses its
+cache the way llama-server does for a slot with `cache_prompt`: the longest common prefix of
+the new prompt and what the context holds is kept, the rest is evaluated. Its logits go through
+the embedded engine's own decoding loop (fimgate/backend/embedded/decode_loop.py: sampling, healing constraint,
+stop tokens and strings), so completions compare. It runs the GGUF as it is (the bundled file
+is Q4_1), where the embedded engine dequantizes it to fp32.
+
+One context serves everyone: a request from another user than the last starts cold, so no
+user reads another's cache (llama-server's slots would mix users' prompts).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from fimgate.backend.base import CancelToken, Finished, FimPlan, StreamEvent, UsageReport
+from fimgate.backend.embedded.constraint import TextPrefixIndex
+from fimgate.backend.embedded.decode_loop import decode, decode_rate
+
+N_CTX = 8192
+
+
+def _load(model_path: str, threads: int):
+    """A llama.cpp context on the GGUF, without "extra" weight buffers: on this machine's CPU
+    (AMX) a natively built llama-cpp-python 0.3.36 repacks Q4_1 weights for AMX and then
+    segfaults in its first decode; the plain CPU buffers run (AVX-512)."""
+    try:
+        import llama_cpp.llama_cpp as lib
+        from llama_cpp import Llama
+    except ImportError:
+        raise RuntimeError("the llama.cpp peer needs llama-cpp-python: pip install 'fimgate[peers]'") from None
+    defaults = lib.llama_model_default_params
+
+    def params():
+        p = defaults()
+        p.use_extra_bufts = False
+        return p
+
+    lib.llama_model_default_params = params  # Llama() has no argument for it
+    try:
+        return Llama(model_path=model_path, n_ctx=N_CTX, n_batch=512, n_threads=threads, n_threads_batch=threads,
+                     verbose=False)
+    finally:
+        lib.llama_model_default_params = defaults
+
+
+class LlamaCppPeer:
+    name = "llama.cpp"
+
+    def __init__(self, model_path: str, tokenizer, model_name: str, threads: int | None = None) -> None:
+        threads = threads or os.cpu_count() or 1
+        self._llm = _load(model_path, threads)
+        self._n_vocab = self._llm.n_vocab()
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.threads = threads
+        special = {tokenizer.token_id(t) for t in getattr(tokenizer, "_special", {})} - {None}
+        self._heal_index = TextPrefixIndex(tokenizer.token_bytes, exclude_ids=special)
+        self._user: str | None = None
+        self._cached: list[int] = []  # the tokens whose K/V the context holds, in order
+
+    def reset(self, **_) -> None:
+        self._user, self._cached = None, []
+        self._llm.reset()
+
+    def _eval(self, tokens: int | list[int], argmax_only: bool = False, only_ids: list[int] | None = None
+              ) -> torch.Tensor:
+        """Append tokens to the context (after self._cached); the last one's logits (all of them,
+        whatever the hints say: llama.cpp computes the whole head)."""
+        tokens = [tokens] if isinstance(tokens, int) else tokens
+        self._llm.n_tokens = len(self._cached)  # eval() drops the context's K/V from here on
+        self._llm.eval(tokens)
+        self._cached.extend(tokens)
+        return torch.from_numpy(np.ctypeslib.as_array(self._llm._ctx.get_logits(), shape=(self._n_vocab,)).copy())
+
+    def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]:
+        cancel = cancel or CancelToken()
+        t0 = time.perf_counter()
+        prompt = list(plan.prompt_ids)
+        if not prompt:
+            raise ValueError("empty prompt")
+        if len(prompt) + plan.sampling.max_tokens > N_CTX:
+            raise ValueError(f"prompt of {len(prompt)} tokens does not fit llama.cpp's context of {N_CTX}")
+        if plan.user_id != self._user:
+            self.reset()
+            self._user = plan.user_id
+        keep = 0
+        for a, b in zip(self._cached, prompt[:-1]):  # the last prompt token is evaluated for its logits
+            if a != b:
+                break
+            keep += 1
+        del self._cached[keep:]
+        logits = self._eval(prompt[keep:])
+        usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=keep, prefilled_tokens=len(prompt) - keep)
+        max_new = plan.sampling.max_tokens + len(plan.healing.text.encode("utf-8")) if plan.sampling.max_tokens else 0
+        out = yield from decode(plan, logits, self._eval, self.tokenizer.token_bytes, self._heal_index,
+                                self.tokenizer.eos_id, max_new, cancel)
+        t_end = time.perf_counter()
+        yield Finished(out.text, UsageReport(
+            **usage, completion_tokens=out.num_out, ttft_ms=None if out.t_first is None else (out.t_first - t0) * 1000,
+            total_ms=(t_end - t0) * 1000, decode_tokens_per_s=decode_rate(out.t_first, t_end, out.num_out),
+            cancelled=out.finish == "cancelled", finish_reason=out.finish))

@@ -1,0 +1,129 @@
+"""`fimgate bench quality`: HumanEval infilling, pass@1 / exact match / edit similarity per strategy.
+
+Every strategy asks the same engine for the same hole; they differ in how the prompt reached
+the cache:
+- no-cache: a cold prompt, full prefill (the reference every reuse class is measured against);
+- efim (and the shifted strategies, unperturbed): the person typed the last lines before the
+  hole since the session was anchored, so the request is an EFIM append served from the cache;
+- `--perturb edit-above`: the problem's file is cached first, then a line is inserted halfway
+  through the prompt before asking, so everything after it reappears shifted: efim prefills it,
+  shift-only re-rotates it, efim+correction:S re-rotates it and recomputes a share S of it.
+Greedy decoding throughout, so differences come from the prompt and the cache alone.
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+import sys
+import time
+
+from fimgate.backend.base import Finished, SamplingParams, last_finished
+from fimgate.bench.workloads.humaneval import Problem
+from fimgate.bench.sandbox import run_program
+from fimgate.bench.similarity import edit_similarity
+from fimgate.bench.strategies import Strategy
+from fimgate.efim.planner import EditorState
+
+TYPED_LINES = 2  # efim: how many lines before the hole were typed after the anchor
+PERTURBATIONS = (None, "edit-above")
+_users = itertools.count()
+
+
+def _cut(completion: str, problem: Problem, single_line: bool) -> str:
+    if single_line:
+        line = completion.split("\n", 1)[0]
+        return line + "\n"
+    first = next((ln for ln in problem.suffix.splitlines() if ln.strip()), None)
+    if first is not None and first in completion:
+        completion = completion[: completion.index(first)]
+    if not completion.endswith("\n"):
+        completion = completion[: completion.rfind("\n") + 1] if "\n" in completion else completion + "\n"
+    return completion
+
+
+def edit_above(problem: Problem) -> Problem:
+    """Insert a comment line halfway through the prompt: everything after it moves down."""
+    lines = problem.prompt.splitlines(keepends=True)
+    at = max(1, len(lines) // 2)
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())] if at < len(lines) else ""
+    edited = "".join(lines[:at]) + f"{indent}# note: keep this function pure\n" + "".join(lines[at:])
+    return Problem(problem.task_id, edited, problem.suffix, problem.canonical, problem.test, problem.entry_point)
+
+
+def complete(engine, strategy: Strategy, problem: Problem, single_line: bool, max_tokens: int,
+             perturb: str | None = None) -> tuple[str, Finished, Problem]:
+    sampling = SamplingParams(max_tokens=max_tokens,
+                              stop=("\n",) if single_line else ("\n\n\n", "\ndef ", "\nif __name__"))
+    warm_sampling = SamplingParams(max_tokens=0)
+    user, doc = f"q{next(_users)}", problem.task_id
+    asked = problem
+    if perturb == "edit-above":
+        asked = edit_above(problem)
+        if strategy.kind != "no-cache":  # the unedited file was cached first
+            last_finished(engine.generate(strategy.plan(
+                user, EditorState(user, doc, problem.prompt + problem.suffix, len(problem.prompt)), warm_sampling)))
+    elif perturb is not None:
+        raise ValueError(f"unknown perturbation {perturb!r}; known: edit-above")
+    elif strategy.kind not in ("no-cache", "psm-prefix"):
+        start = len(problem.prompt)
+        for _ in range(TYPED_LINES + 1):
+            start = problem.prompt.rfind("\n", 0, max(0, start - 1)) + 1
+        typed_from = problem.prompt[:start]
+        last_finished(engine.generate(strategy.plan(
+            user, EditorState(user, doc, typed_from + problem.suffix, len(typed_from)), warm_sampling)))
+    text = asked.prompt + asked.suffix
+    final = last_finished(engine.generate(strategy.plan(user, EditorState(user, doc, text, len(asked.prompt)),
+                                                        sampling)))
+    return _cut(final.text, asked, single_line), final, asked
+
+
+def run_quality(engine, template, problems: list[Problem], strategies: list[str], single_line: bool,
+                max_tokens: int = 128, perturb: str | None = None, progress: bool = True,
+                keep_completions: bool = False) -> dict:
+    result = {}
+    for name in strategies:
+        strategy = Strategy(name, engine.tokenizer, template)
+        engine.reset()
+        rows = []
+        t0 = time.time()
+        for i, p in enumerate(problems):
+            completion, final, asked = complete(engine, strategy, p, single_line, max_tokens, perturb)
+            rows.append({
+                "passed": run_program(asked.program(completion)),
+                "exact": completion.strip() == p.canonical.strip(),
+                "similarity": edit_similarity(completion.strip(), p.canonical.strip()),
+                "prefilled": final.usage.prefilled_tokens,
+                "cached": final.usage.cached_tokens,
+                "shifted": final.usage.shifted_cached_tokens,
+                "recomputed": final.usage.recomputed_tokens,
+                "completion": completion,
+            })
+            if progress and sys.stderr.isatty():
+                print(f"\r{name}: {i + 1}/{len(problems)}", end="", file=sys.stderr)
+        if progress and sys.stderr.isatty():
+            print(file=sys.stderr)
+        n = len(rows)
+        result[name] = {
+            "problems": n,
+            "pass@1": round(100 * sum(r["passed"] for r in rows) / n, 2),
+            "exact_match": round(100 * sum(r["exact"] for r in rows) / n, 2),
+            "edit_similarity": round(statistics.fmean(r["similarity"] for r in rows), 2),
+            "prefilled_tokens_mean": round(statistics.fmean(r["prefilled"] for r in rows), 1),
+            "cached_tokens_mean": round(statistics.fmean(r["cached"] for r in rows), 1),
+            "shifted_tokens_mean": round(statistics.fmean(r["shifted"] for r in rows), 1),
+            "recomputed_tokens_mean": round(statistics.fmean(r["recomputed"] for r in rows), 1),
+            "seconds": round(time.time() - t0, 1),
+        }
+        result[name]["_completions"] = [r["completion"] for r in rows]
+    base = result[strategies[0]]["_completions"]
+    for s in strategies:
+        comp = result[s].pop("_completions")
+        result[s][f"same_completion_as_{strategies[0]}"] = same_share(comp, base)
+        if keep_completions:
+            result[s]["completions"] = comp
+    return result
+
+
+def same_share(completions: list[str], reference: list[str]) -> float:
+    """Percent of problems whose completion is identical to the reference run's."""
+    return round(100 * sum(a == b for a, b in zip(completions, reference)) / len(reference), 2)

@@ -1,0 +1,66 @@
+"""How each benchmark strategy turns an editor request into a backend plan.
+
+    no-cache    the prompt the planner would build cold, for a user seen once: full prefill
+    psm-prefix  llama.vscode-style window, PSM layout, exact prefix caching (vLLM/SGLang today)
+    efim        the EFIM planner: anchor + increment, fragment healing
+    shift-only  efim, and on re-anchor the engine reuses shifted KV with no recompute (llama.cpp cache_reuse)
+    efim+correction  efim, and shifted KV is re-rotated and a budget of tokens recomputed
+
+All strategies share one engine; each gets its own user namespace, and the engine is reset
+between strategies, so every one starts cold on the same budget.
+"""
+from __future__ import annotations
+
+import itertools
+
+from fimgate.backend.base import FimPlan, SamplingParams
+from fimgate.bench.baseline import psm_prompt
+from fimgate.efim.planner import EditorState, EfimPlanner
+from fimgate.efim.templates import FimTemplate
+from fimgate.efim.window import WindowConfig
+
+ALL = ("no-cache", "psm-prefix", "shift-only", "efim", "efim+correction")
+CORRECTION_BUDGET = 0.15  # "efim+correction:0.05" names another share of the shifted tokens
+
+
+def parse(name: str) -> tuple[str, float | None]:
+    """'efim+correction:0.3' -> ('efim+correction', 0.3); the share is None for other strategies."""
+    base, _, share = name.partition(":")
+    if base not in ALL:
+        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(ALL)} (efim+correction:SHARE for a budget)")
+    if share and base != "efim+correction":
+        raise ValueError(f"only efim+correction takes a budget, not {base!r}")
+    if base == "efim+correction":
+        value = float(share) if share else CORRECTION_BUDGET
+        if not 0 <= value <= 1:
+            raise ValueError("a correction budget is a share of the shifted tokens, in [0, 1]")
+        return base, value
+    return base, (0.0 if base == "shift-only" else None)
+
+
+class Strategy:
+    def __init__(self, name: str, tok, template: FimTemplate, window: WindowConfig = WindowConfig()) -> None:
+        self.kind, self.recompute_share = parse(name)
+        self.name = name
+        self.tok = tok
+        self.template = template
+        self.planner = EfimPlanner(tok, template, window)
+        self._fresh = itertools.count()
+
+    def plan(self, user: str, state: EditorState, sampling: SamplingParams) -> FimPlan:
+        uid = f"{self.name}/{user}"
+        if self.kind == "no-cache":
+            n = next(self._fresh)
+            p = self.planner.plan(EditorState(f"{uid}/{n}", f"{n}", state.text, state.cursor, path=state.path), sampling)
+            self.planner.forget(f"{uid}/{n}", f"{n}")
+            return p
+        if self.kind == "psm-prefix":
+            ids = psm_prompt(self.tok, self.template, state.text, state.cursor)
+            return FimPlan(prompt_ids=ids, user_id=uid, session_id=state.document_id, sampling=sampling,
+                           stop_token_ids=self.planner.stop_token_ids)
+        p = self.planner.plan(EditorState(uid, state.document_id, state.text, state.cursor, path=state.path), sampling)
+        if self.recompute_share is None:
+            return p
+        from dataclasses import replace
+
+        return replace(p, recompute_share=self.recompute_share)

@@ -1,0 +1,160 @@
+"""The EFIM planner: turn each editor request into a prompt the KV cache keeps hitting.
+
+Per (user, document) session it keeps an anchor: the prefix window P, the suffix window S and
+their fixed prompt tokens. What the person typed since, `inc`, is appended after the anchor:
+
+    fixed ids  =  tokens(template(P, S) up to the open text's last stable pre-token)
+    prompt     =  fixed ids + tokens(open tail + inc, last pre-token backed off) ; heal = backed-off text
+
+- EFIM append: the document still holds P right before the cursor (with inc between) and S
+  right after it, and inc is within budget. The prompt extends the last one: a prefix hit.
+- Re-anchor: anything else (cursor jump, edit outside inc, inc over budget, new context). The
+  window is recut; old tokens that reappear elsewhere in the new prompt become reuse hints.
+- Cold: the session's first request.
+"""
+from __future__ import annotations
+
+import difflib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from fimgate.backend.base import FimPlan, HealingConstraint, ReuseClass, ReuseHint, SamplingParams, Tokenizer
+from fimgate.efim.fragment import tokenize_fragment
+from fimgate.efim.templates import ContextChunk, FimTemplate, Segment
+from fimgate.efim.window import WindowConfig, cut_window
+
+MIN_HINT_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class EditorState:
+    """What the editor knows at a request: the whole document and the cursor (code points)."""
+
+    user_id: str
+    document_id: str
+    text: str
+    cursor: int
+    path: str = ""
+    context: tuple[ContextChunk, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.cursor <= len(self.text):
+            raise ValueError(f"cursor offset {self.cursor} is outside the document (length {len(self.text)})")
+
+
+@dataclass
+class _Session:
+    prefix_start: int
+    prefix: str  # P: text[prefix_start : anchor cursor]
+    suffix: str  # S: text[anchor cursor : suffix end]
+    fixed_ids: tuple[int, ...]
+    open_tail: str  # open text after its last stable split; inc is appended to it
+    path: str
+    context: tuple[ContextChunk, ...]
+    last_prompt: tuple[int, ...] = ()
+    num_requests: int = 0
+    num_reanchors: int = 0
+
+
+@dataclass
+class PlannerStats:
+    requests: int = 0
+    by_class: dict[str, int] = field(default_factory=lambda: {c.value: 0 for c in ReuseClass})
+
+
+class EfimPlanner:
+    def __init__(self, tokenizer: Tokenizer, template: FimTemplate, window: WindowConfig = WindowConfig(),
+                 max_sessions: int = 4096) -> None:
+        self.tok = tokenizer
+        self.template = template
+        self.window = window
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
+        self._sentinel_ids = {}
+        for s in template.sentinels():
+            tid = tokenizer.token_id(s)
+            if tid is None:
+                raise ValueError(f"template {template.name!r} needs token {s!r}, which this tokenizer lacks")
+            self._sentinel_ids[s] = tid
+        self.stop_token_ids = tuple(i for i in (tokenizer.token_id(s) for s in template.stop_tokens) if i is not None)
+        self.stats = PlannerStats()
+
+    # -- public ----------------------------------------------------------------------------
+    def plan(self, state: EditorState, sampling: SamplingParams = SamplingParams()) -> FimPlan:
+        key = (state.user_id, state.document_id)
+        s = self._sessions.get(key)
+        reuse, hints = ReuseClass.EFIM_APPEND, ()
+        inc = self._increment(s, state) if s is not None else None
+        dyn = None
+        if inc is not None:
+            dyn = tokenize_fragment(self.tok, s.open_tail + inc)
+            if len(dyn.ids) > self.window.inc_tokens:
+                dyn = None
+        if dyn is None:
+            old = s.last_prompt if s is not None else ()
+            s = self._anchor(state, s)
+            dyn = tokenize_fragment(self.tok, s.open_tail)
+            reuse = ReuseClass.REANCHOR if old else ReuseClass.COLD
+        prompt = s.fixed_ids + dyn.ids
+        if reuse is ReuseClass.REANCHOR:
+            hints = self._hints(old, prompt)
+        s.last_prompt = prompt
+        s.num_requests += 1
+        self._sessions[key] = s
+        self._sessions.move_to_end(key)
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
+        self.stats.requests += 1
+        self.stats.by_class[reuse.value] += 1
+        return FimPlan(prompt_ids=prompt, user_id=state.user_id, session_id=state.document_id, sampling=sampling,
+                       healing=HealingConstraint(dyn.heal), stop_token_ids=self.stop_token_ids,
+                       reuse_class=reuse, reuse_hints=hints, pin_tokens=len(s.fixed_ids))
+
+    def forget(self, user_id: str, document_id: str) -> None:
+        self._sessions.pop((user_id, document_id), None)
+
+    def session_anchor(self, user_id: str, document_id: str) -> tuple[str, str] | None:
+        """(P, S) of a session's anchor, for inspection."""
+        s = self._sessions.get((user_id, document_id))
+        return None if s is None else (s.prefix, s.suffix)
+
+    # -- internals -------------------------------------------------------------------------
+    def _increment(self, s: _Session, state: EditorState) -> str | None:
+        """The text typed since the anchor, or None when the request is not an EFIM append."""
+        text, cur = state.text, state.cursor
+        anchor_end = s.prefix_start + len(s.prefix)
+        if state.path != s.path or state.context != s.context or cur < anchor_end:
+            return None
+        if not text.startswith(s.prefix, s.prefix_start) or not text.startswith(s.suffix, cur):
+            return None
+        return text[anchor_end:cur]
+
+    def _anchor(self, state: EditorState, old: _Session | None) -> _Session:
+        w = cut_window(state.text, state.cursor, self.tok, self.window)
+        prefix, suffix = state.text[w.prefix_start:w.cursor], state.text[w.cursor:w.suffix_end]
+        segs, open_text = self.template.render(prefix, suffix, path=state.path, context=state.context)
+        head = tokenize_fragment(self.tok, open_text)
+        bos = (self.tok.bos_id,) if getattr(self.tok, "add_bos", False) else ()
+        fixed = bos + self._encode(segs) + head.ids
+        return _Session(prefix_start=w.prefix_start, prefix=prefix, suffix=suffix, fixed_ids=fixed,
+                        open_tail=head.heal, path=state.path, context=state.context,
+                        num_requests=old.num_requests if old else 0,
+                        num_reanchors=(old.num_reanchors + 1) if old else 0)
+
+    def _encode(self, segs: list[Segment]) -> tuple[int, ...]:
+        ids: list[int] = []
+        for seg in segs:
+            ids.extend([self._sentinel_ids[seg.text]] if seg.special else self.tok.encode(seg.text))
+        return tuple(ids)
+
+    @staticmethod
+    def _hints(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[ReuseHint, ...]:
+        """Runs of the old prompt that reappear in the new one, other than the shared prefix."""
+        lcp = 0
+        for a, b in zip(old, new):
+            if a != b:
+                break
+            lcp += 1
+        sm = difflib.SequenceMatcher(None, old[lcp:], new[lcp:], autojunk=False)
+        return tuple(ReuseHint(old_start=lcp + m.a, new_start=lcp + m.b, num_tokens=m.size)
+                     for m in sm.get_matching_blocks() if m.size >= MIN_HINT_TOKENS)

@@ -1,0 +1,109 @@
+"""One token through all the layers of a Llama-style decoder in one C call (fimgate/kernels/llama_step.c).
+
+    layers = pack_layers([LayerWeights(attn_norm, mlp_norm, qkv, o, gate_up, down), ...])
+    ok = llama_step(layers, x, kv_k, kv_v, slot, cos_t, sin_t, dims)   # x (hidden,) updated in place
+
+A linear is an fp32 (rows, cols) tensor or kernels/int8_gemv.Int8Rows. The caller keeps the
+weights alive and decides which models fit (fimgate/backend/model/fused_step.py); this module only checks
+shapes and dtypes and returns False where the kernel is not built, so the caller runs torch.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import NamedTuple, Union
+
+import torch
+
+from fimgate.kernels import cpu_build
+from fimgate.kernels.int8_gemv import Int8Rows
+
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+
+
+class _Linear(ctypes.Structure):
+    _fields_ = [("w", _P), ("scale", _P), ("rows", _I), ("cols", _I), ("int8", _I)]
+
+
+class _Layer(ctypes.Structure):
+    _fields_ = [("attn_norm", _P), ("mlp_norm", _P), ("qkv", _Linear), ("o", _Linear), ("gate_up", _Linear),
+                ("down", _Linear)]
+
+
+KERNEL = cpu_build.Kernel("llama_step", {
+    "llama_step": ([_P, _I, _P, _P, _P, _I, _I, _I, _P, _P, _I, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_float,
+                    _P, ctypes.c_int], ctypes.c_int),
+    "llama_step_workspace": ([_I, _I, _I, _I, _I, _I, ctypes.c_int], _I),
+})
+
+Weight = Union[torch.Tensor, Int8Rows]
+
+
+class LayerWeights(NamedTuple):
+    attn_norm: torch.Tensor
+    mlp_norm: torch.Tensor
+    qkv: Weight
+    o: Weight
+    gate_up: Weight
+    down: Weight
+
+
+class Dims(NamedTuple):
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    rms_eps: float
+    attn_scale: float
+    gptj: bool  # RoPE pairs neighbours (GGUF llama) rather than halves (neox)
+
+
+def kernel_available() -> bool:
+    return KERNEL.lib is not None
+
+
+def _linear(w: Weight) -> _Linear:
+    if isinstance(w, Int8Rows):
+        return _Linear(w.q.data_ptr(), w.scales_f32.data_ptr(), w.q.shape[0], w.q.shape[1], 1)
+    if w.dtype != torch.float32 or not w.is_contiguous() or w.device.type != "cpu":
+        raise ValueError("llama_step: fp32 linears must be contiguous CPU tensors")
+    return _Linear(w.data_ptr(), None, w.shape[0], w.shape[1], 0)
+
+
+def pack_layers(layers: list[LayerWeights]) -> ctypes.Array:
+    """The C array of layer descriptors; it points into the tensors, which must outlive it."""
+    arr = (_Layer * len(layers))()
+    for i, lw in enumerate(layers):
+        for norm in (lw.attn_norm, lw.mlp_norm):
+            if norm.dtype != torch.float32 or not norm.is_contiguous():
+                raise ValueError("llama_step: norms must be contiguous fp32")
+        arr[i] = _Layer(lw.attn_norm.data_ptr(), lw.mlp_norm.data_ptr(), _linear(lw.qkv), _linear(lw.o),
+                        _linear(lw.gate_up), _linear(lw.down))
+    return arr
+
+
+def llama_step(layers: ctypes.Array, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: int,
+               cos_t: torch.Tensor, sin_t: torch.Tensor, dims: Dims) -> bool:
+    """x: (hidden,) fp32, the token's embedding, replaced by the last layer's output. k_cache,
+    v_cache: (layers, kv_heads, capacity, head_dim) fp32 contiguous; row `slot` is written and
+    rows [0, slot] attended to. cos_t, sin_t: (head_dim,) RoPE tables of the token's position.
+    False (nothing done) without the C kernel."""
+    lib = KERNEL.lib
+    if lib is None:
+        return False
+    if not (k_cache.is_contiguous() and v_cache.is_contiguous() and k_cache.dtype == torch.float32
+            and v_cache.dtype == torch.float32 and x.is_contiguous() and x.dtype == torch.float32):
+        raise ValueError("llama_step: x and the K/V caches must be contiguous fp32")
+    if not 0 <= slot < k_cache.shape[2] or k_cache.shape[0] != len(layers):
+        raise ValueError(f"llama_step: slot {slot} outside the cache, or {len(layers)} layers for {k_cache.shape[0]}")
+    threads = torch.get_num_threads()
+    cos_t, sin_t = cos_t.contiguous(), sin_t.contiguous()
+    ws = torch.empty(lib.llama_step_workspace(dims.hidden, dims.heads, dims.kv_heads, dims.head_dim,
+                                              dims.intermediate, slot + 1, threads))
+    rc = lib.llama_step(layers, len(layers), x.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+                        k_cache.stride(0), k_cache.stride(1), slot, cos_t.data_ptr(), sin_t.data_ptr(), int(dims.gptj),
+                        dims.hidden, dims.heads, dims.kv_heads, dims.head_dim, dims.intermediate, dims.rms_eps,
+                        dims.attn_scale, ws.data_ptr(), threads)
+    if rc != 0:
+        raise ValueError("llama_step: head_dim above 512")
+    return True

@@ -1,0 +1,51 @@
+"""Where the language server's completions come from: the gateway over HTTP, or the embedded
+engine in-process. Both take the whole document and a code-point cursor, per (user, document)
+session, so the planner sees every keystroke's document and serves EFIM appends."""
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from fimgate.backend.base import CancelToken, SamplingParams, last_finished
+from fimgate.efim.planner import EditorState
+
+
+class HttpCompleter:
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(60.0))
+
+    async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams) -> str:
+        body = {"prompt": text[:cursor], "suffix": text[cursor:], "max_tokens": sampling.max_tokens,
+                "stop": list(sampling.stop), "user": user, "document": uri}
+        r = await self._client.post(self.url + "/v1/completions", json=body)
+        r.raise_for_status()
+        return r.json()["choices"][0]["text"]
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class EmbeddedCompleter:
+    def __init__(self, model: str | None, runner=None) -> None:
+        from fimgate.gateway.build import build_service
+
+        self.service = build_service(model)
+        self.service.runner = runner
+
+    async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams) -> str:
+        state = EditorState(user_id=user, document_id=uri, text=text, cursor=cursor, path=uri.rsplit("/", 1)[-1])
+        events, cancel = self.service.start(state, sampling)
+        try:
+            final = await asyncio.get_running_loop().run_in_executor(None, last_finished, events)
+        except asyncio.CancelledError:
+            cancel.cancel()
+            raise
+        return "" if final is None or final.usage.cancelled else final.text
+
+    async def aclose(self) -> None:
+        return None
+
+
+__all__ = ["HttpCompleter", "EmbeddedCompleter", "CancelToken"]

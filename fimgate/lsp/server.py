@@ -1,0 +1,125 @@
+"""`fimgate lsp`: a pygls language server for `textDocument/inlineCompletion` (LSP 3.18).
+
+- Incremental document sync (pygls keeps the text; positions are UTF-16 as LSP says, turned
+  into code-point offsets with fimgate.efim.offsets).
+- inlineCompletion: debounce, then complete; a newer request for the same document, or the
+  client's $/cancelRequest, cancels the older one (pygls cancels the handler's task, which sets
+  the engine's cancel token). A slow backend means no suggestion, never a frozen editor.
+- didOpen pre-warms the cache, so the first keystroke in a file is not a cold prefill.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from fimgate.backend.base import SamplingParams
+from fimgate.efim.offsets import position_to_offset
+from fimgate.lsp.settings import LspSettings
+from fimgate.efim.postprocess import tidy, wants_multiline
+
+log = logging.getLogger("fimgate.lsp")
+
+
+class FimLanguageServer(LanguageServer):
+    def __init__(self, settings: LspSettings = LspSettings(), runner=None) -> None:
+        super().__init__("fimgate", "0.1.0")
+        self.settings = settings
+        self.runner = runner
+        self._completer = None
+        self._latest: dict[str, int] = {}  # uri -> id of the newest inline request
+        self._counter = 0
+
+    async def completer(self):
+        if self._completer is None:
+            if self.settings.gateway:
+                from fimgate.lsp.completer import HttpCompleter
+
+                self._completer = HttpCompleter(self.settings.gateway)
+            else:
+                from fimgate.lsp.completer import EmbeddedCompleter
+
+                loop = asyncio.get_running_loop()
+                self._completer = await loop.run_in_executor(None, EmbeddedCompleter, self.settings.model, self.runner)
+        return self._completer
+
+    def next_request(self, uri: str) -> int:
+        self._counter += 1
+        self._latest[uri] = self._counter
+        return self._counter
+
+    def is_latest(self, uri: str, rid: int) -> bool:
+        return self._latest.get(uri) == rid
+
+
+def doc_language(ls: FimLanguageServer, uri: str) -> str:
+    doc = ls.workspace.text_documents.get(uri)
+    return (getattr(doc, "language_id", None) or "").lower() or ("python" if uri.endswith(".py") else "")
+
+
+def create_server(settings: LspSettings = LspSettings(), runner=None) -> FimLanguageServer:
+    server = FimLanguageServer(settings, runner)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: FimLanguageServer, params: types.InitializeParams) -> None:
+        ls.settings = ls.settings.update(params.initialization_options)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: FimLanguageServer, params: types.DidChangeConfigurationParams) -> None:
+        ls.settings = ls.settings.update(params.settings)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    async def did_open(ls: FimLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+        doc = params.text_document
+        try:
+            completer = await ls.completer()
+            await completer.complete(ls.settings.user, doc.uri, doc.text, 0, SamplingParams(max_tokens=0))
+        except Exception as e:  # pre-warming is best effort; never an error in the editor
+            log.warning("pre-warm failed for %s: %s", doc.uri, e)
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(ls: FimLanguageServer, params: types.InlineCompletionParams):
+        uri = params.text_document.uri
+        rid = ls.next_request(uri)
+        s = ls.settings
+        await asyncio.sleep(s.debounce_ms / 1000)
+        if not ls.is_latest(uri, rid):
+            return None  # superseded while debouncing
+        if uri not in ls.workspace.text_documents:
+            return None  # never opened: nothing to complete (and no reading files behind the editor's back)
+        text = ls.workspace.get_text_document(uri).source
+        cursor = position_to_offset(text, params.position.line, params.position.character)
+        multiline = s.multiline or wants_multiline(text, cursor, doc_language(ls, uri))
+        sampling = SamplingParams(max_tokens=s.max_tokens * (4 if multiline else 1), stop=() if multiline else ("\n",))
+        try:
+            completer = await ls.completer()
+            raw = await asyncio.wait_for(completer.complete(s.user, uri, text, cursor, sampling), s.timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            return None
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"fimgate: {e}"))
+            return None
+        if not ls.is_latest(uri, rid):
+            return None
+        item = tidy(raw, text, cursor, multiline=multiline)
+        if not item:
+            return None
+        pos = params.position
+        return types.InlineCompletionList(items=[
+            types.InlineCompletionItem(insert_text=item, range=types.Range(start=pos, end=pos))])
+
+    @server.command("fimgate.debugDocument")
+    def debug_document(ls: FimLanguageServer, uri: str) -> str:
+        """The server's copy of a document, to check that incremental sync kept it right."""
+        return ls.workspace.get_text_document(uri).source
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: FimLanguageServer, params) -> None:
+        if ls._completer is not None:
+            await ls._completer.aclose()
+
+    return server

@@ -1,1 +1,0 @@
-"""The HTTP gateway: OpenAI /v1/completions, llama.cpp /infill, health, models, metrics."""

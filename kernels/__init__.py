@@ -1,1 +1,0 @@
-"""Numeric primitives under the backends: RoPE application and re-rotation (torch reference)."""

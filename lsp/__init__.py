@@ -1,1 +1,0 @@
-"""`fimgate lsp`: inline completions for any LSP editor (pygls)."""
