@@ -44,6 +44,14 @@ class HealingConstraint:
 
     text: str
 
+    # Each healed character may cost a decode step, so a client's text must not choose how many:
+    # the planner heals at most this many (efim/fragment.py), and a plan with more is refused.
+    MAX_CHARS = 32
+
+    def __post_init__(self) -> None:
+        if len(self.text) > self.MAX_CHARS:
+            raise ValueError(f"healing text of {len(self.text)} characters is over the cap of {self.MAX_CHARS}")
+
     def __bool__(self) -> bool:
         return bool(self.text)
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fimgate.backend.base import Tokenizer
+from fimgate.backend.base import HealingConstraint, Tokenizer
+
+MAX_HEAL_CHARS = HealingConstraint.MAX_CHARS
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,16 @@ def stable_split(tok: Tokenizer, text: str) -> int:
 
 
 def tokenize_fragment(tok: Tokenizer, text: str) -> Fragment:
+    """ids of text up to its last pre-token, and that pre-token as the text to heal. A last
+    pre-token over MAX_HEAL_CHARS (a long run of letters) is cut at one of its own token
+    boundaries, so that at most MAX_HEAL_CHARS are healed: healing costs a decode step per
+    token it re-spells, and no client's text may buy an unbounded number of them."""
     split = stable_split(tok, text)
-    if not split:
-        return Fragment(ids=(), heal=text)
+    if len(text) - split <= MAX_HEAL_CHARS:
+        if not split:
+            return Fragment(ids=(), heal=text)
+        ids, starts = tok.encode_with_starts(text)
+        return Fragment(ids=tuple(i for i, s in zip(ids, starts) if s < split), heal=text[split:])
     ids, starts = tok.encode_with_starts(text)
-    return Fragment(ids=tuple(i for i, s in zip(ids, starts) if s < split), heal=text[split:])
+    cut = next((s for s in starts if s >= len(text) - MAX_HEAL_CHARS), len(text))
+    return Fragment(ids=tuple(i for i, s in zip(ids, starts) if s < cut), heal=text[cut:])

@@ -14,7 +14,6 @@ their fixed prompt tokens. What the person typed since, `inc`, is appended after
 """
 from __future__ import annotations
 
-import difflib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -24,6 +23,7 @@ from fimgate.efim.templates import ContextChunk, FimTemplate, Segment
 from fimgate.efim.window import WindowConfig, cut_window
 
 MIN_HINT_TOKENS = 8
+CHARS_PER_TOKEN_BOUND = 8  # text longer than budget * this cannot fit the budget: no need to tokenize it
 
 
 @dataclass(frozen=True)
@@ -127,12 +127,15 @@ class EfimPlanner:
             return None
         if not text.startswith(s.prefix, s.prefix_start) or not text.startswith(s.suffix, cur):
             return None
+        if cur - anchor_end > self.window.inc_tokens * CHARS_PER_TOKEN_BOUND:
+            return None  # far over the budget (a large paste): re-anchor without tokenizing it
         return text[anchor_end:cur]
 
     def _anchor(self, state: EditorState, old: _Session | None) -> _Session:
         w = cut_window(state.text, state.cursor, self.tok, self.window)
         prefix, suffix = state.text[w.prefix_start:w.cursor], state.text[w.cursor:w.suffix_end]
-        segs, open_text = self.template.render(prefix, suffix, path=state.path, context=state.context)
+        context = fit_context(state.context, self.window.context_chars)
+        segs, open_text = self.template.render(prefix, suffix, path=state.path, context=context)
         head = tokenize_fragment(self.tok, open_text)
         bos = (self.tok.bos_id,) if getattr(self.tok, "add_bos", False) else ()
         fixed = bos + self._encode(segs) + head.ids
@@ -149,12 +152,47 @@ class EfimPlanner:
 
     @staticmethod
     def _hints(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[ReuseHint, ...]:
-        """Runs of the old prompt that reappear in the new one, other than the shared prefix."""
-        lcp = 0
-        for a, b in zip(old, new):
-            if a != b:
-                break
-            lcp += 1
-        sm = difflib.SequenceMatcher(None, old[lcp:], new[lcp:], autojunk=False)
-        return tuple(ReuseHint(old_start=lcp + m.a, new_start=lcp + m.b, num_tokens=m.size)
-                     for m in sm.get_matching_blocks() if m.size >= MIN_HINT_TOKENS)
+        """Runs of the old prompt that reappear in the new one, other than the shared prefix.
+
+        Linear time in the two prompts: every MIN_HINT_TOKENS-gram of the old prompt is indexed
+        (its first occurrence), the new prompt is scanned left to right, and each gram found is
+        extended as far as the two prompts agree. Runs do not overlap in the new prompt; they
+        may come from anywhere in the old one (a moved block is found whatever the order)."""
+        lcp = common_prefix_len(old, new)
+        k = MIN_HINT_TOKENS
+        first: dict[tuple[int, ...], int] = {}
+        for i in range(lcp, len(old) - k + 1):
+            first.setdefault(old[i:i + k], i)
+        hints, j = [], lcp
+        while j <= len(new) - k:
+            i = first.get(new[j:j + k])
+            if i is None:
+                j += 1
+                continue
+            n = k
+            while i + n < len(old) and j + n < len(new) and old[i + n] == new[j + n]:
+                n += 1
+            hints.append(ReuseHint(old_start=i, new_start=j, num_tokens=n))
+            j += n
+        return tuple(hints)
+
+
+def fit_context(chunks: tuple[ContextChunk, ...], budget_chars: int) -> tuple[ContextChunk, ...]:
+    """The chunks that fit the budget, newest (last) first, in their original order; a chunk
+    that alone is over the budget is left out. Bounded before any tokenization."""
+    kept, used = [], 0
+    for c in reversed(chunks):
+        size = len(c.path) + len(c.text)
+        if used + size <= budget_chars:
+            kept.append(c)
+            used += size
+    return tuple(reversed(kept))
+
+
+def common_prefix_len(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

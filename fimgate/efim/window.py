@@ -18,6 +18,7 @@ class WindowConfig:
     suffix_tokens: int = 256
     inc_tokens: int = 256  # how far the increment may grow before the window is re-anchored
     step_lines: int = 64
+    context_chars: int = 16_384  # other files' chunks shown before the anchor, newest kept first (~4k tokens)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def cut_window(text: str, cursor: int, tok: Tokenizer, cfg: WindowConfig) -> Win
     lines = _lines_with_ends(text, reach, line_start)
     counts = [len(tok.encode(text[s:e])) for s, e in lines] if lines else []
     first_line_no = text.count("\n", 0, reach)
-    cur_tokens = len(tok.encode(text[line_start:cursor]))
+    # the cursor's own line, bounded: a line longer than the budget can hold is cut below anyway
+    cur_tokens = len(tok.encode(text[max(line_start, cursor - cfg.prefix_tokens * 8):cursor]))
     fitting: list[tuple[int, int]] = []  # (line number, start offset), nearest first
     total = cur_tokens
     for i in range(len(lines) - 1, -1, -1):

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.model.tokenizer import HFTokenizer
-from fimgate.efim.fragment import tokenize_fragment
+from fimgate.efim.fragment import MAX_HEAL_CHARS, stable_split, tokenize_fragment
 from tests.conftest import source_files
 
 SOURCES = [open(p, encoding="utf-8").read() for p in source_files()]
@@ -36,6 +36,9 @@ def tok_index(request, smol_tok):
 def _check(tok, index, whole: str, split: int) -> None:
     frag = tokenize_fragment(tok, whole[:split])
     assert tok.decode(list(frag.ids)) + frag.heal == whole[:split]
+    assert len(frag.heal) <= MAX_HEAL_CHARS
+    if split - stable_split(tok, whole[:split]) > MAX_HEAL_CHARS:
+        return  # a pre-token too long to heal whole (a row of dashes): cut inside it, not exact
     full = tok.encode(whole)
     assert tuple(full[: len(frag.ids)]) == frag.ids
     # the tokens the whole text continues with are allowed by the healing constraint
@@ -70,3 +73,13 @@ def test_newline_run_before_a_word_keeps_the_whole_text_cut(smol_tok):
     frag = tokenize_fragment(smol_tok, whole[: whole.index("class") + 1])
     assert frag.heal == "c"
     assert tuple(smol_tok.encode(whole)[: len(frag.ids)]) == frag.ids
+
+
+@pytest.mark.parametrize("text", ["x" * 256, "y = " + "ab" * 5000, "#" + "-" * 300, " " * 100])
+def test_a_long_last_pre_token_heals_at_most_the_cap(tok_index, text):
+    """A client's run of letters must not buy hundreds of healing steps (each one a decode step)."""
+    tok, index = tok_index
+    frag = tokenize_fragment(tok, text)
+    assert len(frag.heal) <= MAX_HEAL_CHARS  # "" where the last token itself is longer than the cap
+    assert tok.decode(list(frag.ids)) + frag.heal == text
+    assert not frag.heal or index.allowed_ids(frag.heal.encode())  # the model can still spell it
