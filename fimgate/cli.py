@@ -178,11 +178,8 @@ def cmd_complete(a) -> int:
 
 
 def cmd_serve(a) -> int:
-    import uvicorn
-
-    from fimgate.gateway.app import create_app
-
     from fimgate.gateway.auth import ApiKeys
+    from fimgate.gateway.http_server import bind, serve
 
     try:
         keys = ApiKeys.from_file(a.api_keys) if a.api_keys else None
@@ -191,40 +188,36 @@ def cmd_serve(a) -> int:
     if keys is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         print("fimgate: warning: serving beyond loopback without --api-keys: anyone can name any user",
               file=sys.stderr)
-    service = _load_service(a)
-    import threading
-
-    from fimgate.backend.main_thread import MainThreadRunner
-
-    # compute stays on the main thread (fimgate/backend/main_thread.py); HTTP gets its own thread
-    service.runner = MainThreadRunner()
-    server = uvicorn.Server(uvicorn.Config(create_app(service, keys), host=a.host, port=a.port, log_level="warning"))
-    http = threading.Thread(target=server.run, name="http", daemon=True)
-    http.start()
-    print(f"fimgate: serving {service.backend.model_name} on http://{a.host}:{a.port}", file=sys.stderr)
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda *_: service.runner.stop())
     try:
-        service.runner.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    server.should_exit = True
-    http.join(timeout=5)
+        sock = bind(a.host, a.port)
+    except OSError as e:
+        raise UserError(f"cannot listen on {a.host}:{a.port}: {e.strerror or e}") from None
+    service = _load_service(a)
+    service.request_timeout_s = a.request_timeout_s
+    serve(service, sock, keys, read_timeout_s=a.read_timeout_s)
     return 0
 
 
 def cmd_lsp(a) -> int:
+    import secrets
     import threading
 
     from fimgate.backend.main_thread import MainThreadRunner
     from fimgate.lsp.server import create_server
     from fimgate.lsp.settings import LspSettings
 
-    runner = MainThreadRunner()  # the embedded engine computes on the main thread (fimgate/backend/main_thread.py)
-    server = create_server(LspSettings(gateway=a.gateway, model=a.model), runner=runner)
+    token = None
     if a.tcp:
         host, _, port = a.tcp.rpartition(":")
+        if not port.isdigit():
+            raise UserError(f"--tcp takes HOST:PORT, not {a.tcp!r}")
+        token = os.environ.get("FIMGATE_LSP_TOKEN") or (_read_token(a.token_file) if a.token_file else None)
+        if token is None:
+            token = secrets.token_urlsafe(24)
+            print(f"fimgate: LSP clients must initialize with initializationOptions.token = {token}", file=sys.stderr)
+    runner = MainThreadRunner()  # the embedded engine computes on the main thread (fimgate/backend/main_thread.py)
+    server = create_server(LspSettings(gateway=a.gateway, model=a.model), runner=runner, token=token)
+    if a.tcp:
         target = lambda: server.start_tcp(host or "127.0.0.1", int(port))  # noqa: E731
     else:
         target = server.start_io
@@ -232,6 +225,16 @@ def cmd_lsp(a) -> int:
     protocol.start()
     runner.serve_forever(until=lambda: not protocol.is_alive())
     return 0
+
+
+def _read_token(path: str) -> str:
+    try:
+        token = open(path, encoding="utf-8").read().strip()
+    except OSError as e:
+        raise UserError(f"--token-file: {e.strerror}: {path}") from None
+    if not token:
+        raise UserError(f"--token-file {path} is empty")
+    return token
 
 
 def cmd_bench_prefill(a) -> int:
@@ -522,6 +525,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=DEFAULT_PORT)
     s.add_argument("--api-keys", default=None, metavar="FILE", help="'KEY USER' lines; requests then need a key")
+    s.add_argument("--request-timeout-s", type=float, default=60.0,
+                   help="a request still queued or generating after this long is cancelled")
+    s.add_argument("--read-timeout-s", type=float, default=10.0,
+                   help="a client must send its request headers, and then its body, within this long")
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("complete", help="one completion at a character offset of a file")
@@ -537,7 +544,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("lsp", help="the language server (stdio, or --tcp HOST:PORT)")
     s.add_argument("--gateway", default=None, help="use a running gateway (default: the embedded engine)")
     s.add_argument("--model", default=None)
-    s.add_argument("--tcp", default=None, metavar="HOST:PORT")
+    s.add_argument("--tcp", default=None, metavar="HOST:PORT",
+                   help="listen on TCP (HOST defaults to 127.0.0.1); clients must send a token")
+    s.add_argument("--token-file", default=None, metavar="FILE",
+                   help="the TCP token (else $FIMGATE_LSP_TOKEN, else a random one printed at start)")
     s.set_defaults(func=cmd_lsp)
 
     s = sub.add_parser("export-hf", help="write the model as a Hugging Face folder (for vLLM)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterator, Protocol
 
@@ -173,8 +174,10 @@ def last_finished(events) -> Finished | None:
 
 @dataclass
 class CancelToken:
-    """Set from any thread; the engine checks it before every token."""
+    """Set from any thread; the engine checks it before every token. With a deadline
+    (time.monotonic() seconds) it also counts as cancelled from then on."""
 
+    deadline: float | None = None
     _event: threading.Event = field(default_factory=threading.Event)
 
     def cancel(self) -> None:
@@ -182,6 +185,8 @@ class CancelToken:
 
     @property
     def cancelled(self) -> bool:
+        if not self._event.is_set() and self.deadline is not None and time.monotonic() >= self.deadline:
+            self._event.set()
         return self._event.is_set()
 
 

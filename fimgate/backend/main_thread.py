@@ -16,6 +16,8 @@ import queue
 import threading
 from typing import Callable, Iterator
 
+from fimgate.backend.base import BackendUnavailableError
+
 _DONE = object()
 
 
@@ -33,9 +35,13 @@ class MainThreadRunner:
     def submit(self, make: Callable[[], Iterator], priority: float = 0) -> Iterator:
         """Queue a job; iterate the result to receive its events as the main thread makes them.
         Queued jobs run by priority (lower first; the gateway passes fimgate.gateway.warmups.order_key),
-        then in order."""
+        then in order. After stop(), a job fails at once."""
         out: queue.Queue = queue.Queue()
-        self._jobs.put((priority, next(self._seq), make, out))
+        if self._stopped.is_set():
+            out.put(_Failure(BackendUnavailableError("the server is shutting down")))
+            out.put(_DONE)
+        else:
+            self._jobs.put((priority, next(self._seq), make, out))
 
         def events() -> Iterator:
             while True:
@@ -63,4 +69,12 @@ class MainThreadRunner:
                 out.put(_DONE)
 
     def stop(self) -> None:
+        """serve_forever returns after the job it is running; jobs still queued fail at once."""
         self._stopped.set()
+        while True:
+            try:
+                _, _, _, out = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            out.put(_Failure(BackendUnavailableError("the server is shutting down")))
+            out.put(_DONE)

@@ -5,11 +5,14 @@ trace. Generation runs in a worker thread; a client that disconnects cancels its
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 import uuid
 from typing import AsyncIterator
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -25,10 +28,12 @@ from fimgate.efim.planner import EditorState
 from fimgate.efim.postprocess import tidy, wants_multiline
 from fimgate.efim.templates import ContextChunk
 from fimgate.gateway.auth import ApiKeys, KeyError401
+from fimgate.gateway.body_limit import BodyLimit
 from fimgate.gateway.protocol import CompletionRequest, InfillRequest
 from fimgate.gateway.service import CompletionService
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
+BODY_READ_TIMEOUT_S = 30.0
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None) -> JSONResponse:
@@ -58,17 +63,12 @@ class _Metrics:
         self.tokens.labels("prefilled").inc(usage.prefilled_tokens)
 
 
-def create_app(service: CompletionService, api_keys: ApiKeys | None = None) -> FastAPI:
+def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
+               read_timeout_s: float = BODY_READ_TIMEOUT_S) -> FastAPI:
     app = FastAPI(title="fimgate", version="0.1.0")
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES, read_timeout_s=read_timeout_s)
     metrics = _Metrics()
     model_name = service.backend.model_name
-
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return error(413, f"request body over {MAX_BODY_BYTES // (1024 * 1024)} MiB", code="body_too_large")
-        return await call_next(request)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(_: Request, exc: RequestValidationError):
@@ -103,23 +103,24 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None) -> F
                                                     "python" if state.path.endswith(".py") or not state.path else "")
             if not multiline and "\n" not in sampling.stop:
                 sampling = replace(sampling, stop=sampling.stop + ("\n",))
-        try:
-            events, cancel = service.start(state, sampling)
+        try:  # planning tokenizes: off the event loop, so /health and everyone else keep being served
+            events, cancel = await run_in_threadpool(service.start, state, sampling)
         except ValueError as e:
             return error(400, str(e))
+        try:
+            first = await _unless_gone(request, cancel, events, last_finished if not stream else _next)
+        except Exception as e:  # noqa: BLE001 - every failure is a JSON error with its status, never a trace
+            return error(*_failure(e))
+        if first is _GONE:
+            metrics.cancelled.inc()
+            return Response(status_code=499)  # nobody is listening; the generation was cancelled
+        if first is None and not stream:
+            return error(502, "the backend ended without a result", "server_error", "backend_error")
         if not stream:
-            try:
-                final = await run_in_threadpool(last_finished, events)
-            except ContextOverflowError as e:
-                return error(400, str(e), code="context_length_exceeded")
-            except BackendUnavailableError as e:
-                return error(503, str(e), kind="server_error", code="backend_unavailable")
-            except BackendError as e:
-                return error(502, str(e), kind="server_error", code="backend_error")
-            metrics.observe(final.usage)
-            text = final.text if raw else tidy(final.text, state.text, state.cursor, multiline=bool(multiline))
-            return JSONResponse(shape(text, final, True))
-        return StreamingResponse(_sse(events, cancel, shape, metrics, request), media_type="text/event-stream")
+            metrics.observe(first.usage)
+            text = first.text if raw else tidy(first.text, state.text, state.cursor, multiline=bool(multiline))
+            return JSONResponse(shape(text, first, True))
+        return StreamingResponse(_sse(first, events, cancel, shape, metrics), media_type="text/event-stream")
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
@@ -206,27 +207,67 @@ def _next(events):
     return next(events, None)
 
 
-async def _sse(events, cancel: CancelToken, shape, metrics: _Metrics, request: Request) -> AsyncIterator[bytes]:
+_GONE = object()
+
+
+def _failure(e: Exception) -> tuple[int, str, str, str | None]:
+    """(status, message, type, code) of a failed request."""
+    if isinstance(e, ContextOverflowError):
+        return 400, str(e), "invalid_request_error", "context_length_exceeded"
+    if isinstance(e, BackendUnavailableError):
+        return 503, str(e), "server_error", "backend_unavailable"
+    if isinstance(e, BackendError):
+        return 502, str(e), "server_error", "backend_error"
+    if isinstance(e, ValueError):
+        return 400, str(e), "invalid_request_error", None
+    return 500, f"internal error: {type(e).__name__}", "server_error", None
+
+
+async def _until_disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _unless_gone(request: Request, cancel: CancelToken, events, take):
+    """take(events) in a worker thread, unless the client disconnects first: then the request is
+    cancelled (its generation stops before its next token), its events drained, and _GONE returned."""
+    work = asyncio.ensure_future(run_in_threadpool(take, events))
+    gone = asyncio.ensure_future(_until_disconnected(request))
+    await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if work.done():
+        gone.cancel()
+        return work.result()
+    cancel.cancel()
+    with contextlib.suppress(Exception):
+        await work
+        await run_in_threadpool(last_finished, events)
+    return _GONE
+
+
+def _event(payload: dict) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+async def _sse(first, events, cancel: CancelToken, shape, metrics: _Metrics) -> AsyncIterator[bytes]:
+    """The events as server-sent events, then [DONE]; a failure mid-stream is an error event. A
+    client that goes away closes this generator (Starlette watches for the disconnect): the
+    generation is cancelled and drained, shielded, so the engine is released."""
     try:
-        while True:
-            if await request.is_disconnected():
-                cancel.cancel()
-            try:
-                ev = await run_in_threadpool(_next, events)
-            except ContextOverflowError as e:
-                yield f"data: {json.dumps({'error': {'message': str(e), 'type': 'invalid_request_error'}})}\n\n".encode()
-                break
-            except BackendError as e:
-                yield f"data: {json.dumps({'error': {'message': str(e), 'type': 'server_error'}})}\n\n".encode()
-                break
-            if ev is None:
-                break
+        ev = first
+        while ev is not None:
             if isinstance(ev, TextDelta):
-                yield f"data: {json.dumps(shape(ev.text, None, False))}\n\n".encode()
+                yield _event(shape(ev.text, None, False))
             elif isinstance(ev, Finished):
                 metrics.observe(ev.usage)
-                yield f"data: {json.dumps(shape('', ev, True))}\n\n".encode()
+                yield _event(shape("", ev, True))
+            try:
+                ev = await run_in_threadpool(_next, events)
+            except Exception as e:  # noqa: BLE001
+                _, message, kind, code = _failure(e)
+                yield _event({"error": {"message": message, "type": kind, "code": code}})
+                break
         yield b"data: [DONE]\n\n"
     finally:
         cancel.cancel()
-        await run_in_threadpool(last_finished, events)  # let the engine finish its bookkeeping and release
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(last_finished, events)

@@ -1,52 +1,75 @@
-"""Request bodies of the HTTP API (pydantic), with the bounds a client gets a 400 for."""
+"""Request bodies of the HTTP API (pydantic), with the bounds a client gets a 400 for.
+
+Every field is bounded before any work is done: numbers are not coerced from strings or
+booleans, strings have length limits (input_extra in total too). Bodies are parsed as JSON by
+pydantic, which refuses a lone UTF-16 surrogate (no tokenizer could encode it) with a 400.
+"""
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool, StrictInt, field_validator, model_validator
 
 MAX_TOKENS_LIMIT = 2048
+MAX_TEXT_CHARS = 4_000_000  # the prefix, the suffix (the body limit, 8 MiB, bounds them together)
+MAX_EXTRA_CHARS = 1_000_000  # input_extra, all chunks together (the planner keeps ~16k of them)
+SEED_RANGE = (-(2 ** 63), 2 ** 64 - 1)  # what torch.Generator.manual_seed takes
 
 
 class CompletionRequest(BaseModel):
     """OpenAI legacy completions; `prompt` is the text before the cursor, `suffix` after it."""
 
-    model: str | None = None
-    prompt: str = Field(max_length=4_000_000)
-    suffix: str = Field("", max_length=4_000_000)
-    max_tokens: int = Field(64, ge=0, le=MAX_TOKENS_LIMIT)
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    stop: str | list[str] | None = None
-    stream: bool = False
+    model: str | None = Field(None, max_length=256)
+    prompt: str = Field(max_length=MAX_TEXT_CHARS)
+    suffix: str = Field("", max_length=MAX_TEXT_CHARS)
+    max_tokens: StrictInt = Field(64, ge=0, le=MAX_TOKENS_LIMIT)
+    temperature: float = Field(0.0, ge=0.0, le=2.0, strict=True)
+    top_p: float = Field(1.0, gt=0.0, le=1.0, strict=True)
+    stop: str | list[str] | None = Field(None, max_length=16)
+    stream: StrictBool = False
     user: str | None = Field(None, max_length=256)
-    seed: int | None = None
+    seed: StrictInt | None = Field(None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
     # fimgate extensions (OpenAI clients pass them in extra_body):
     document: str | None = Field(None, max_length=1024)  # sessions are per (user, document)
-    multiline: bool | None = None  # None: decided by the code around the cursor
-    raw: bool = False  # True: no post-processing (no line cut, no suffix de-duplication)
+    multiline: StrictBool | None = None  # None: decided by the code around the cursor
+    raw: StrictBool = False  # True: no post-processing (no line cut, no suffix de-duplication)
+
+    @field_validator("stop")
+    @classmethod
+    def _short_stops(cls, value):
+        for s in [value] if isinstance(value, str) else value or ():
+            if len(s) > 256:
+                raise ValueError("each stop string is at most 256 characters")
+        return value
 
 
 class InfillChunk(BaseModel):
-    filename: str = ""
-    text: str = ""
+    filename: str = Field("", max_length=1024)
+    text: str = Field("", max_length=MAX_EXTRA_CHARS)
 
 
 class InfillRequest(BaseModel):
     """llama.cpp server's /infill, as llama.vscode and llama.vim send it."""
 
-    input_prefix: str = Field("", max_length=4_000_000)
-    input_suffix: str = Field("", max_length=4_000_000)
+    input_prefix: str = Field("", max_length=MAX_TEXT_CHARS)
+    input_suffix: str = Field("", max_length=MAX_TEXT_CHARS)
     input_extra: list[InfillChunk] = Field(default_factory=list, max_length=64)
     prompt: str = Field("", max_length=1_000_000)
-    n_predict: int = Field(128, ge=-1, le=MAX_TOKENS_LIMIT)
-    t_max_predict_ms: int | None = Field(None, ge=0)
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    stop: list[str] = Field(default_factory=list)
-    stream: bool = False
-    cache_prompt: bool = True
-    id_slot: int = -1
-    samplers: list[str] | None = None
-    top_k: int | None = None
-    n_indent: int | None = None
+    n_predict: StrictInt = Field(128, ge=-1, le=MAX_TOKENS_LIMIT)
+    t_max_predict_ms: StrictInt | None = Field(None, ge=0)
+    temperature: float = Field(0.0, ge=0.0, le=2.0, strict=True)
+    top_p: float = Field(1.0, gt=0.0, le=1.0, strict=True)
+    stop: list[str] = Field(default_factory=list, max_length=16)
+    stream: StrictBool = False
+    cache_prompt: StrictBool = True
+    id_slot: StrictInt = -1
+    samplers: list[str] | None = Field(None, max_length=32)
+    top_k: StrictInt | None = None
+    n_indent: StrictInt | None = Field(None, ge=0, le=1000)
     user: str | None = Field(None, max_length=256)
     filename: str | None = Field(None, max_length=1024)
+
+    @model_validator(mode="after")
+    def _extra_within_budget(self):
+        total = sum(len(c.text) + len(c.filename) for c in self.input_extra)
+        if total > MAX_EXTRA_CHARS:
+            raise ValueError(f"input_extra holds {total} characters; at most {MAX_EXTRA_CHARS}")
+        return self

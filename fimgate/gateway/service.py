@@ -28,10 +28,12 @@ class _InFlight:
 
 
 class CompletionService:
-    def __init__(self, backend: Backend, planner: EfimPlanner, runner: MainThreadRunner | None = None) -> None:
+    def __init__(self, backend: Backend, planner: EfimPlanner, runner: MainThreadRunner | None = None,
+                 request_timeout_s: float | None = None) -> None:
         self.backend = backend
         self.planner = planner
         self.runner = runner
+        self.request_timeout_s = request_timeout_s  # a request still running then is cancelled
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], _InFlight] = {}
 
@@ -50,8 +52,15 @@ class CompletionService:
                 previous.cancel.cancel()
                 if previous.warmup:
                     place = min(place, previous.place)
-            job = self._inflight[session] = _InFlight(CancelToken(), place, warmup)
+            deadline = None if self.request_timeout_s is None else arrived + self.request_timeout_s
+            job = self._inflight[session] = _InFlight(CancelToken(deadline), place, warmup)
         return self._run(session, plan, job), job.cancel
+
+    def cancel_all(self) -> None:
+        """Cancel every request in flight (shutdown): each stops before its next token."""
+        with self._lock:
+            for job in self._inflight.values():
+                job.cancel.cancel()
 
     def _run(self, session, plan, job: _InFlight) -> Iterator[StreamEvent]:
         cancel = job.cancel

@@ -17,6 +17,7 @@ from pygls.lsp.server import LanguageServer
 
 from fimgate.backend.base import SamplingParams
 from fimgate.efim.offsets import position_to_offset
+from fimgate.lsp.protocol import FimProtocol
 from fimgate.lsp.settings import LspSettings
 from fimgate.efim.postprocess import tidy, wants_multiline
 
@@ -24,8 +25,9 @@ log = logging.getLogger("fimgate.lsp")
 
 
 class FimLanguageServer(LanguageServer):
-    def __init__(self, settings: LspSettings = LspSettings(), runner=None) -> None:
-        super().__init__("fimgate", "0.1.0")
+    def __init__(self, settings: LspSettings = LspSettings(), runner=None, token: str | None = None) -> None:
+        super().__init__("fimgate", "0.1.0", protocol_cls=FimProtocol)
+        self.protocol.token = token
         self.settings = settings
         self.runner = runner
         self._completer = None
@@ -59,8 +61,9 @@ def doc_language(ls: FimLanguageServer, uri: str) -> str:
     return (getattr(doc, "language_id", None) or "").lower() or ("python" if uri.endswith(".py") else "")
 
 
-def create_server(settings: LspSettings = LspSettings(), runner=None) -> FimLanguageServer:
-    server = FimLanguageServer(settings, runner)
+def create_server(settings: LspSettings = LspSettings(), runner=None, token: str | None = None) -> FimLanguageServer:
+    """token: clients must initialize with initializationOptions.token (TCP mode)."""
+    server = FimLanguageServer(settings, runner, token)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: FimLanguageServer, params: types.InitializeParams) -> None:
@@ -113,9 +116,11 @@ def create_server(settings: LspSettings = LspSettings(), runner=None) -> FimLang
             types.InlineCompletionItem(insert_text=item, range=types.Range(start=pos, end=pos))])
 
     @server.command("fimgate.debugDocument")
-    def debug_document(ls: FimLanguageServer, uri: str) -> str:
-        """The server's copy of a document, to check that incremental sync kept it right."""
-        return ls.workspace.get_text_document(uri).source
+    def debug_document(ls: FimLanguageServer, uri: str) -> str | None:
+        """The server's copy of a document the client opened, to check that incremental sync kept
+        it right; None for any other URI (the server never reads a file the editor did not open)."""
+        doc = ls.workspace.text_documents.get(uri) if isinstance(uri, str) else None
+        return None if doc is None else doc.source
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: FimLanguageServer, params) -> None:

@@ -16,7 +16,9 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
         logits = masked
     if params.temperature == 0:
         return int(torch.argmax(logits))
-    probs = torch.softmax(logits / params.temperature, dim=-1)
+    # shifted so the best logit is 0 first: a tiny temperature then scales the rest to -inf (greedy
+    # in the limit), where dividing raw logits would overflow to inf - inf = nan
+    probs = torch.softmax((logits - logits.max()) / params.temperature, dim=-1)
     if params.top_p < 1.0:
         sorted_p, order = torch.sort(probs, descending=True)
         keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < params.top_p

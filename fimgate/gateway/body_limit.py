@@ -1,0 +1,71 @@
+"""Read a request's body before the app sees it, within a size and a time limit.
+
+A pure ASGI middleware (not Starlette's BaseHTTPMiddleware, which hides client disconnects from
+the app: the gateway could not cancel a vanished client's generation behind it):
+
+- the body is counted as it streams in, so a chunked body without Content-Length is held to the
+  same limit (413) and never buffered past it;
+- the whole body must arrive within `read_timeout_s` (408): a client that sends a few bytes a
+  minute holds no worker;
+- a POST body is JSON whatever its Content-Type says, as llama-server takes it (`curl -d` sends
+  a form type);
+- after the body, the app's `receive` is the client's own, so `http.disconnect` reaches it.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+
+
+class BodyLimit:
+    def __init__(self, app, max_bytes: int, read_timeout_s: float) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.read_timeout_s = read_timeout_s
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            return await _error(send, 413, f"request body over {self.max_bytes // (1024 * 1024)} MiB", "body_too_large")
+        chunks, size = [], 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_timeout_s
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                return await _error(send, 408, f"request body not received within {self.read_timeout_s:g} s",
+                                    "body_timeout")
+            if message["type"] == "http.disconnect":
+                return None
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.max_bytes:
+                return await _error(send, 413, f"request body over {self.max_bytes // (1024 * 1024)} MiB",
+                                    "body_too_large")
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        if scope["method"] == "POST":
+            headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+            scope = dict(scope, headers=headers + [(b"content-type", b"application/json")])
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+
+async def _error(send, status: int, message: str, code: str) -> None:
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": code}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
