@@ -310,6 +310,34 @@ def cmd_bench_engine(a) -> int:
     return 0
 
 
+def cmd_bench_abuse(a) -> int:
+    import shlex
+
+    from fimgate.bench.abuse import CASES, run
+    from fimgate.bench.checkout import CHECKOUT
+    from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
+
+    cases = [c.strip() for c in (a.cases or ",".join(CASES)).split(",") if c.strip()]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown or a.users < 1 or a.requests < 1:
+        raise UserError(f"unknown cases {unknown}; known: {', '.join(CASES)}" if unknown
+                        else "--users and --requests must be >= 1")
+    path = a.trace or str(CHECKOUT / "tests" / "data" / "flask-60-head.jsonl")
+    try:
+        typing = [r for r in debounced_requests(read_events(path)) if not r.prewarm]
+    except (OSError, TraceError) as e:
+        raise UserError(f"trace {path}: {e}") from None
+    if len(typing) < a.users * a.requests:
+        raise UserError(f"{path} has {len(typing)} typing requests; --users x --requests needs {a.users * a.requests}")
+    slices = [typing[k * a.requests:(k + 1) * a.requests] for k in range(a.users)]
+    result = run(slices, cases, shlex.split(a.serve_flags), progress=lambda line: print(line, file=sys.stderr))
+    print(json.dumps(result, indent=2))
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
 def cmd_bench_make_trace(a) -> int:
     from fimgate.bench.workloads.make_trace import TraceBuildError, make_trace, write_trace
     from fimgate.bench.workloads.trace import debounced_requests
@@ -637,6 +665,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--peers", default=None, metavar="llama.cpp,vllm", help="measure these engines too (fimgate/bench/peers/registry.py)")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_engine)
+
+    s = b.add_parser("abuse", help="people's time to first token beside one abusive client, per abuse case")
+    s.add_argument("trace", nargs="?", default=None, help="keystroke trace (default: the committed flask-60 head)")
+    s.add_argument("--users", type=int, default=2, help="people typing at once")
+    s.add_argument("--requests", type=int, default=30, help="requests per person")
+    s.add_argument("--cases", default=None, help="abuse cases, comma-separated (default: 'none', the reference "
+                   "run, then every case: fimgate/bench/abuse.py)")
+    s.add_argument("--serve-flags", default="", help="flags for the fimgate serve under test, e.g. '--dtype int8'")
+    s.add_argument("--json", default=None)
+    s.set_defaults(func=cmd_bench_abuse)
     return p
 
 

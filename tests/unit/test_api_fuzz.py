@@ -53,3 +53,33 @@ def test_no_input_gets_a_5xx_or_a_traceback(case):
 def test_the_fuzzer_really_ran():
     print(f"fuzzer cases: {CASES['n']}")
     assert CASES["n"] >= 60, CASES
+
+
+HOSTILE = [  # what the hardening probe sent: each was a 500, a hang or a silent coercion
+    ("/v1/completions", {"prompt": "x = ", "temperature": 1e-38}),
+    ("/v1/completions", {"prompt": "x = ", "temperature": 1.0, "top_p": 1e-38}),
+    ("/v1/completions", {"prompt": "x = ", "seed": 2 ** 64}),
+    ("/v1/completions", {"prompt": "x = ", "seed": -(2 ** 63) - 1}),
+    ("/v1/completions", {"prompt": "x = ", "max_tokens": "10"}),
+    ("/v1/completions", {"prompt": "x = ", "max_tokens": True}),
+    ("/v1/completions", {"prompt": "x = ", "stop": ["\n"] * 100}),
+    ("/v1/completions", {"prompt": "x" * 300, "max_tokens": 1, "stream": True}),
+    ("/infill", {"input_prefix": "x", "input_extra": [{"filename": "a.py", "text": "q = 1\n" * 200_000}]}),
+    ("/infill", {"input_prefix": "x", "input_extra": [{"filename": "a" * 5000, "text": ""}]}),
+    ("/infill", {"input_prefix": "x", "n_indent": -1}),
+    ("/infill", {"input_prefix": "x", "stream": True, "n_predict": 2}),
+]
+
+
+def test_hostile_bodies_are_a_4xx_or_an_answer():
+    from fastapi.testclient import TestClient
+
+    client = TestClient(_app())
+    for path, body in HOSTILE:
+        r = client.post(path, json=body)
+        assert r.status_code < 500, (path, body, r.text)
+        assert "Traceback" not in r.text
+        if r.status_code >= 400:
+            assert r.json()["error"]["message"], (path, body)
+        elif body.get("stream"):
+            assert r.text.rstrip().endswith("data: [DONE]")
