@@ -313,11 +313,11 @@ def cmd_bench_engine(a) -> int:
 def cmd_bench_abuse(a) -> int:
     import shlex
 
-    from fimgate.bench.abuse import CASES, run
+    from fimgate.bench.abuse import CASES, DEFAULT_RUNS, run
     from fimgate.bench.checkout import CHECKOUT
     from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
 
-    cases = [c.strip() for c in (a.cases or ",".join(CASES)).split(",") if c.strip()]
+    cases = [c.strip() for c in (a.cases or ",".join(DEFAULT_RUNS)).split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown or a.users < 1 or a.requests < 1:
         raise UserError(f"unknown cases {unknown}; known: {', '.join(CASES)}" if unknown
@@ -671,7 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--users", type=int, default=2, help="people typing at once")
     s.add_argument("--requests", type=int, default=30, help="requests per person")
     s.add_argument("--cases", default=None, help="abuse cases, comma-separated (default: 'none', the reference "
-                   "run, then every case: fimgate/bench/abuse.py)")
+                   "run, every case, then 'none' again: fimgate/bench/abuse.py)")
     s.add_argument("--serve-flags", default="", help="flags for the fimgate serve under test, e.g. '--dtype int8'")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_abuse)

@@ -3,8 +3,8 @@
 One `fimgate serve` (a subprocess, real HTTP on loopback, the flags given) serves N people who
 type: each replays its own slice of a trace's debounced requests, streamed, as an editor sends
 them (user, document, max_tokens, newline stop), one after another. The run is repeated with
-nobody else ("none") and then beside one abusive client per case, which loops until the people
-are done:
+nobody else ("none", first and last) and beside one abusive client per case, which loops until
+the people are done; each run has new people, so each starts from the same cold cache:
 
     huge-context   /infill with ~900 KB of repetitive input_extra, changed every time
     long-heal      a prompt ending in a 1 MB run of letters, max_tokens 1
@@ -31,6 +31,7 @@ import httpx
 from fimgate.bench.workloads.trace import TraceRequest
 
 CASES = ("none", "huge-context", "long-heal", "disconnect", "slow-body", "half-headers", "big-body")
+DEFAULT_RUNS = CASES + ("none",)
 COUNTING = "numbers = [" + ", ".join(str(i) for i in range(40)) + ", "
 
 
@@ -178,13 +179,16 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-def run_case(url: str, case: str, slices: list[list[TraceRequest]], max_tokens: int, gap_s: float) -> dict:
+def run_case(url: str, case: str, slices: list[list[TraceRequest]], max_tokens: int, gap_s: float,
+             run_no: int = 0) -> dict:
     abuser = Abuser(url, case) if case != "none" else None
     if abuser is not None:
         abuser.start()
         time.sleep(1.0)  # the abuse is under way before the people start
     results: list[list] = [[] for _ in slices]
-    people = [threading.Thread(target=_person, args=(url, f"person{k}", part, max_tokens, gap_s, results[k]))
+    # new people each run: every case starts from the same cold cache, none inherits another's
+    people = [threading.Thread(target=_person, args=(url, f"{case}#{run_no}/person{k}", part, max_tokens, gap_s,
+                                                     results[k]))
               for k, part in enumerate(slices)]
     t0 = time.perf_counter()
     for p in people:
@@ -214,15 +218,16 @@ def run(slices: list[list[TraceRequest]], cases: list[str], flags: list[str], ma
     proc, url = start_server(flags)
     try:
         rows = []
-        for case in cases:
-            rows.append(run_case(url, case, slices, max_tokens, gap_s))
+        for run_no, case in enumerate(cases):
+            rows.append(run_case(url, case, slices, max_tokens, gap_s, run_no))
             progress(json.dumps(rows[-1]))
             if proc.poll() is not None:
                 raise RuntimeError(f"fimgate serve exited during {case!r}")
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    base = next((r["ttft_ms"]["p99"] for r in rows if r["case"] == "none"), None)
+    refs = [r["ttft_ms"]["p99"] for r in rows if r["case"] == "none"]
+    base = max(refs) if refs else None  # "none" runs first and last: the larger is the reference
     for r in rows:
         p99 = r["ttft_ms"]["p99"]
         r["p99_vs_none"] = round(p99 / base, 2) if base and p99 not in (None, float("inf")) else None

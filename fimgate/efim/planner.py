@@ -36,6 +36,7 @@ class EditorState:
     cursor: int
     path: str = ""
     context: tuple[ContextChunk, ...] = ()
+    language: str = ""  # the editor's language id, where it says (efim/languages.py)
 
     def __post_init__(self) -> None:
         if not 0 <= self.cursor <= len(self.text):

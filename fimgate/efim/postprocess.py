@@ -85,3 +85,56 @@ def tidy(completion: str, text: str, cursor: int, multiline: bool | None = None,
     if suffix.startswith(out):
         return ""  # the whole suggestion is already there
     return out
+
+
+class StreamTidy:
+    """tidy() for a completion that streams in: feed() returns only text that no continuation can
+    take back, finish() the rest, so that what a client concatenates is tidy(whole), streamed or
+    not. What is held back: a single line's trailing whitespace and its last len(rest of the
+    line) characters (they may repeat the text after the cursor); of a multi-line completion,
+    its last two lines with text (see _certain); and all of it while it is still the start of
+    the text after the cursor (it may be there already)."""
+
+    def __init__(self, text: str, cursor: int, multiline: bool) -> None:
+        self.doc, self.cursor, self.multiline = text, cursor, multiline
+        self.suffix = text[cursor:]
+        self.rest = self.suffix.split("\n", 1)[0].strip()
+        self.raw = ""
+        self.sent = ""
+
+    def feed(self, piece: str) -> str:
+        self.raw += piece
+        return self._send(self._certain())
+
+    def finish(self, raw: str) -> str:
+        """The rest of tidy(raw); `raw` is the whole completion as the backend reports it."""
+        final = tidy(raw, self.doc, self.cursor, multiline=self.multiline)
+        if not final.startswith(self.sent):  # cannot happen if _certain is right; never send a wrong tail
+            return ""
+        out, self.sent = final[len(self.sent):], final
+        return out
+
+    def _send(self, certain: str) -> str:
+        if len(certain) <= len(self.sent) or not certain.startswith(self.sent) or self.suffix.startswith(certain):
+            return ""
+        out, self.sent = certain[len(self.sent):], certain
+        return out
+
+    def _certain(self) -> str:
+        raw = self.raw
+        if not self.multiline:
+            if "\n" in raw:
+                return tidy(raw, self.doc, self.cursor, multiline=False)  # the line is complete: final
+            line = raw.rstrip()
+            return line[:max(0, len(line) - len(self.rest))].rstrip() if self.rest else line
+        kept = cut_at_block_end(raw, self.doc, self.cursor)
+        if len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept):]:
+            return tidy(raw, self.doc, self.cursor, multiline=True)  # the block ended: final
+        lines = kept.split("\n")
+        with_text = [i for i, line in enumerate(lines) if line.strip()]
+        if len(with_text) < 2:
+            return ""
+        # the last two lines with text stay back: the last may lose its end to the text after the
+        # cursor and so vanish, and then the one before it may repeat the file's next line
+        out = "\n".join(line.rstrip() for line in lines[:with_text[-2]]).rstrip()
+        return out if out.strip() else ""

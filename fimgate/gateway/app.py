@@ -20,17 +20,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from dataclasses import replace
-
 from fimgate.backend.base import CancelToken, Finished, SamplingParams, TextDelta, last_finished
 from fimgate.backend.base import BackendError, BackendUnavailableError, ContextOverflowError
 from fimgate.efim.planner import EditorState
-from fimgate.efim.postprocess import tidy, wants_multiline
 from fimgate.efim.templates import ContextChunk
 from fimgate.gateway.auth import ApiKeys, KeyError401
 from fimgate.gateway.body_limit import BodyLimit
 from fimgate.gateway.protocol import CompletionRequest, InfillRequest
-from fimgate.gateway.service import CompletionService
+from fimgate.gateway.service import CompletionService, Shape
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 BODY_READ_TIMEOUT_S = 30.0
@@ -95,16 +92,10 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
         return error(401, str(exc), kind="authentication_error", code="invalid_api_key")
 
     async def run(state: EditorState, sampling: SamplingParams, stream: bool, shape, endpoint: str, request: Request,
-                  multiline: bool | None, raw: bool):
+                  form: Shape):
         metrics.requests.labels(endpoint).inc()
-        if not raw and sampling.max_tokens > 0:
-            if multiline is None:
-                multiline = await run_in_threadpool(wants_multiline, state.text, state.cursor,
-                                                    "python" if state.path.endswith(".py") or not state.path else "")
-            if not multiline and "\n" not in sampling.stop:
-                sampling = replace(sampling, stop=sampling.stop + ("\n",))
         try:  # planning tokenizes: off the event loop, so /health and everyone else keep being served
-            events, cancel = await run_in_threadpool(service.start, state, sampling)
+            events, cancel = await run_in_threadpool(service.start, state, sampling, form)
         except ValueError as e:
             return error(400, str(e))
         try:
@@ -118,15 +109,11 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
             return error(502, "the backend ended without a result", "server_error", "backend_error")
         if not stream:
             metrics.observe(first.usage)
-            text = first.text if raw else tidy(first.text, state.text, state.cursor, multiline=bool(multiline))
-            return JSONResponse(shape(text, first, True))
+            return JSONResponse(shape(first.text, first, True))
         return StreamingResponse(_sse(first, events, cancel, shape, metrics), media_type="text/event-stream")
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
-        if body.model not in (None, "", model_name, "fimgate"):
-            return error(404, f"model {body.model!r} is not served here; GET /v1/models lists {model_name!r}",
-                         code="model_not_found")
         stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
         try:
             sampling = SamplingParams(max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p,
@@ -149,7 +136,8 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
                 out["fimgate"] = u.as_dict()
             return out
 
-        return await run(state, sampling, body.stream, shape, "completions", request, body.multiline, body.raw)
+        return await run(state, sampling, body.stream, shape, "completions", request,
+                         Shape(multiline=body.multiline, raw=body.raw))
 
     @app.post("/infill")
     async def infill(body: InfillRequest, request: Request):
@@ -176,7 +164,7 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
                             "fimgate": u.as_dict()})
             return out
 
-        return await run(state, sampling, body.stream, shape, "infill", request, None, False)
+        return await run(state, sampling, body.stream, shape, "infill", request, Shape())
 
     @app.get("/v1/models")
     async def models():

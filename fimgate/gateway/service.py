@@ -1,4 +1,13 @@
-"""The one place that composes the planner and a backend.
+"""The one place that composes the planner and a backend, and the one path from a request to
+the text an editor shows, for every front end (HTTP, LSP, `fimgate complete`, benchmarks):
+
+    start(state, sampling, shape)
+      shape: single- or multi-line (the code around the cursor decides unless the client does);
+             a single line stops at its newline
+      plan:  the EFIM planner (cancelling the session's request in flight)
+      run:   the backend, on the main-thread runner where there is one
+      show:  StreamTidy: each streamed piece is text no continuation can take back, and the
+             Finished text is tidy(whole) - streamed and plain answers are the same text
 
 Per (user, document) session, a new request supersedes the one in flight: the old one's
 cancel token is set, so its generation stops before its next token and its stream ends
@@ -11,13 +20,23 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
-from fimgate.backend.base import Backend, CancelToken, Finished, SamplingParams, StreamEvent, last_finished
+from fimgate.backend.base import Backend, CancelToken, Finished, SamplingParams, StreamEvent, TextDelta, last_finished
 from fimgate.backend.main_thread import MainThreadRunner
+from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState, EfimPlanner
+from fimgate.efim.postprocess import StreamTidy, wants_multiline
 from fimgate.gateway.warmups import is_warmup, order_key, run_chunked
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a raw completion becomes what an editor shows."""
+
+    multiline: bool | None = None  # None: decided by the code around the cursor
+    raw: bool = False  # the model's text as it is: no line rule, no clean-up
 
 
 @dataclass
@@ -37,12 +56,21 @@ class CompletionService:
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], _InFlight] = {}
 
-    def start(self, state: EditorState, sampling: SamplingParams) -> tuple[Iterator[StreamEvent], CancelToken]:
-        """Plan now (cancelling the session's previous request); return the event stream.
-        A request that supersedes the session's warm-up takes the warm-up's place in line when
-        that is earlier: the person's first key after opening a file does the warm-up's work."""
+    def start(self, state: EditorState, sampling: SamplingParams,
+              shape: Shape = Shape()) -> tuple[Iterator[StreamEvent], CancelToken]:
+        """Plan now (cancelling the session's previous request); return the event stream of the
+        text as shown. A request that supersedes the session's warm-up takes the warm-up's place
+        in line when that is earlier: the person's first key after opening a file does the
+        warm-up's work."""
         session = (state.user_id, state.document_id)
         arrived = time.monotonic()
+        multiline = False
+        if not shape.raw and sampling.max_tokens > 0:
+            multiline = shape.multiline
+            if multiline is None:
+                multiline = wants_multiline(state.text, state.cursor, language_of(state.path, state.language))
+            if not multiline and "\n" not in sampling.stop:
+                sampling = replace(sampling, stop=sampling.stop + ("\n",))
         with self._lock:
             plan = self.planner.plan(state, sampling)
             warmup = is_warmup(plan)
@@ -54,7 +82,10 @@ class CompletionService:
                     place = min(place, previous.place)
             deadline = None if self.request_timeout_s is None else arrived + self.request_timeout_s
             job = self._inflight[session] = _InFlight(CancelToken(deadline), place, warmup)
-        return self._run(session, plan, job), job.cancel
+        events = self._run(session, plan, job)
+        if not shape.raw:
+            events = _shown(events, StreamTidy(state.text, state.cursor, multiline))
+        return events, job.cancel
 
     def cancel_all(self) -> None:
         """Cancel every request in flight (shutdown): each stops before its next token."""
@@ -77,6 +108,19 @@ class CompletionService:
                 if self._inflight.get(session) is job:
                     del self._inflight[session]
 
-    def complete(self, state: EditorState, sampling: SamplingParams) -> Finished:
-        events, _ = self.start(state, sampling)
+    def complete(self, state: EditorState, sampling: SamplingParams, shape: Shape = Shape()) -> Finished:
+        events, _ = self.start(state, sampling, shape)
         return last_finished(events)
+
+
+def _shown(events: Iterator[StreamEvent], tidy: StreamTidy) -> Iterator[StreamEvent]:
+    for ev in events:
+        if isinstance(ev, TextDelta):
+            piece = tidy.feed(ev.text)
+            if piece:
+                yield TextDelta(piece)
+        elif isinstance(ev, Finished):
+            rest = tidy.finish(ev.text)
+            if rest:
+                yield TextDelta(rest)
+            yield Finished(tidy.sent, ev.usage)

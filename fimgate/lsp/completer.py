@@ -1,6 +1,7 @@
 """Where the language server's completions come from: the gateway over HTTP, or the embedded
 engine in-process. Both take the whole document and a code-point cursor, per (user, document)
-session, so the planner sees every keystroke's document and serves EFIM appends."""
+session, so the planner sees every keystroke's document and serves EFIM appends, and both answer
+with the text as shown: the gateway's CompletionService shapes and cleans it, once."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +10,7 @@ import httpx
 
 from fimgate.backend.base import CancelToken, SamplingParams, last_finished
 from fimgate.efim.planner import EditorState
+from fimgate.gateway.service import Shape
 
 
 class HttpCompleter:
@@ -16,9 +18,10 @@ class HttpCompleter:
         self.url = url.rstrip("/")
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(60.0))
 
-    async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams) -> str:
+    async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams,
+                       language: str = "", multiline: bool | None = None) -> str:
         body = {"prompt": text[:cursor], "suffix": text[cursor:], "max_tokens": sampling.max_tokens,
-                "stop": list(sampling.stop), "user": user, "document": uri}
+                "stop": list(sampling.stop), "user": user, "document": uri, "multiline": multiline}
         r = await self._client.post(self.url + "/v1/completions", json=body)
         r.raise_for_status()
         return r.json()["choices"][0]["text"]
@@ -34,9 +37,11 @@ class EmbeddedCompleter:
         self.service = build_service(model)
         self.service.runner = runner
 
-    async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams) -> str:
-        state = EditorState(user_id=user, document_id=uri, text=text, cursor=cursor, path=uri.rsplit("/", 1)[-1])
-        events, cancel = self.service.start(state, sampling)
+    async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams,
+                       language: str = "", multiline: bool | None = None) -> str:
+        state = EditorState(user_id=user, document_id=uri, text=text, cursor=cursor, path=uri.rsplit("/", 1)[-1],
+                            language=language)
+        events, cancel = self.service.start(state, sampling, Shape(multiline=multiline))
         try:
             final = await asyncio.get_running_loop().run_in_executor(None, last_finished, events)
         except asyncio.CancelledError:

@@ -19,7 +19,6 @@ from fimgate.backend.base import SamplingParams
 from fimgate.efim.offsets import position_to_offset
 from fimgate.lsp.protocol import FimProtocol
 from fimgate.lsp.settings import LspSettings
-from fimgate.efim.postprocess import tidy, wants_multiline
 
 log = logging.getLogger("fimgate.lsp")
 
@@ -56,11 +55,6 @@ class FimLanguageServer(LanguageServer):
         return self._latest.get(uri) == rid
 
 
-def doc_language(ls: FimLanguageServer, uri: str) -> str:
-    doc = ls.workspace.text_documents.get(uri)
-    return (getattr(doc, "language_id", None) or "").lower() or ("python" if uri.endswith(".py") else "")
-
-
 def create_server(settings: LspSettings = LspSettings(), runner=None, token: str | None = None) -> FimLanguageServer:
     """token: clients must initialize with initializationOptions.token (TCP mode)."""
     server = FimLanguageServer(settings, runner, token)
@@ -78,7 +72,8 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         doc = params.text_document
         try:
             completer = await ls.completer()
-            await completer.complete(ls.settings.user, doc.uri, doc.text, 0, SamplingParams(max_tokens=0))
+            await completer.complete(ls.settings.user, doc.uri, doc.text, 0, SamplingParams(max_tokens=0),
+                                     doc.language_id or "")
         except Exception as e:  # pre-warming is best effort; never an error in the editor
             log.warning("pre-warm failed for %s: %s", doc.uri, e)
 
@@ -92,13 +87,15 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
             return None  # superseded while debouncing
         if uri not in ls.workspace.text_documents:
             return None  # never opened: nothing to complete (and no reading files behind the editor's back)
-        text = ls.workspace.get_text_document(uri).source
+        doc = ls.workspace.get_text_document(uri)
+        text = doc.source
         cursor = position_to_offset(text, params.position.line, params.position.character)
-        multiline = s.multiline or wants_multiline(text, cursor, doc_language(ls, uri))
-        sampling = SamplingParams(max_tokens=s.max_tokens * (4 if multiline else 1), stop=() if multiline else ("\n",))
+        sampling = SamplingParams(max_tokens=s.max_tokens)
         try:
             completer = await ls.completer()
-            raw = await asyncio.wait_for(completer.complete(s.user, uri, text, cursor, sampling), s.timeout_ms / 1000)
+            # the service shapes the text (single/multi-line, clean-up): the server only carries it
+            shown = await asyncio.wait_for(completer.complete(s.user, uri, text, cursor, sampling, doc.language_id or "",
+                                                              True if s.multiline else None), s.timeout_ms / 1000)
         except asyncio.TimeoutError:
             return None
         except asyncio.CancelledError:
@@ -108,12 +105,11 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
             return None
         if not ls.is_latest(uri, rid):
             return None
-        item = tidy(raw, text, cursor, multiline=multiline)
-        if not item:
+        if not shown:
             return None
         pos = params.position
         return types.InlineCompletionList(items=[
-            types.InlineCompletionItem(insert_text=item, range=types.Range(start=pos, end=pos))])
+            types.InlineCompletionItem(insert_text=shown, range=types.Range(start=pos, end=pos))])
 
     @server.command("fimgate.debugDocument")
     def debug_document(ls: FimLanguageServer, uri: str) -> str | None:

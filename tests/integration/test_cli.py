@@ -21,6 +21,29 @@ def test_complete_prints_a_completion_with_its_usage(tmp_path):
     assert out["usage"]["prompt_tokens"] > 10 and out["usage"]["prefilled_tokens"] == out["usage"]["prompt_tokens"]
 
 
+def test_complete_shows_what_the_gateway_shows(tmp_path):
+    """The issue's case: `complete` repeated the code after the cursor (`a + b\n\nprint(add(1, 2))`)."""
+    import httpx
+
+    from tests.integration.test_hardening import _start
+
+    text = "def add(a, b):\n    return \n\nprint(add(1, 2))\n"
+    src = tmp_path / "add.py"
+    src.write_text(text)
+    offset = text.index("return ") + len("return ")
+    r = fimgate("complete", "--file", str(src), "--offset", str(offset), "--max-tokens", "16", "--json")
+    assert r.returncode == 0, r.stderr
+    shown = json.loads(r.stdout)["completion"]
+    assert shown.strip() and "print(add" not in shown and "\n" not in shown
+    proc, url = _start()
+    try:
+        body = {"prompt": text[:offset], "suffix": text[offset:], "max_tokens": 16, "document": "add.py"}
+        assert httpx.post(url + "/v1/completions", json=body, timeout=60).json()["choices"][0]["text"] == shown
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def test_bench_engine_runs_bf16_prompts_and_says_so():
     r = fimgate("bench", "engine", "--prefill-dtype", "bfloat16", "--dtype", "int8", "--prefill-tokens", "100",
                 "--cached-tokens", "120")

@@ -2,7 +2,7 @@
 // a status bar item, and a suggestion cache that survives typing through a suggestion.
 import * as vscode from "vscode";
 import { complete } from "./client";
-import { Settings, Status, SuggestionCache, debounce, dropSuffixRepeat, statusText } from "./logic";
+import { Settings, Status, SuggestionCache, debounce, statusText } from "./logic";
 
 let status: vscode.StatusBarItem;
 
@@ -51,12 +51,11 @@ export function activate(context: vscode.ExtensionContext): void {
       const sub = token.onCancellationRequested(() => abort.abort());
       show({ kind: "busy" });
       try {
-        const raw = await complete(uri, text, offset, s, abort.signal);
+        const item = await complete(uri, text, offset, s, abort.signal); // shaped and cleaned by the gateway
         show({ kind: "active" });
         if (token.isCancellationRequested) {
           return [];
         }
-        const item = dropSuffixRepeat(raw, text.slice(offset));
         cache.remember(uri, text.slice(0, offset), item);
         return item ? [new vscode.InlineCompletionItem(item, new vscode.Range(position, position))] : [];
       } catch (e) {

@@ -54,16 +54,6 @@ export function requestBody(uri: string, text: string, offset: number, s: Settin
   };
 }
 
-/** Drop what would only repeat the text right after the cursor. */
-export function dropSuffixRepeat(completion: string, suffix: string): string {
-  const rest = suffix.split("\n", 1)[0].trim();
-  let out = completion.replace(/\s+$/, "");
-  if (rest && out.endsWith(rest)) {
-    out = out.slice(0, out.length - rest.length).replace(/\s+$/, "");
-  }
-  return suffix.startsWith(out) ? "" : out;
-}
-
 /** Resolve after ms unless cancelled first; says whether to go on. */
 export function debounce(ms: number, isCancelled: () => boolean): Promise<boolean> {
   return new Promise((resolve) => setTimeout(() => resolve(!isCancelled()), ms));

@@ -1,5 +1,5 @@
 import * as assert from "assert";
-import { SuggestionCache, debounce, dropSuffixRepeat, requestBody, statusText } from "../src/logic";
+import { SuggestionCache, debounce, requestBody, statusText } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
@@ -9,14 +9,6 @@ describe("SuggestionCache", () => {
     assert.strictEqual(c.lookup("file:///a.py", "x = compX"), undefined); // typed off the suggestion
     assert.strictEqual(c.lookup("file:///b.py", "x = comp"), undefined); // another document
     assert.strictEqual(c.lookup("file:///a.py", "x = compute(1, 2)"), undefined); // typed all of it
-  });
-});
-
-describe("dropSuffixRepeat", () => {
-  it("drops what the line already has after the cursor", () => {
-    assert.strictEqual(dropSuffixRepeat("x, a, b)", "a, b)\n"), "x,");
-    assert.strictEqual(dropSuffixRepeat("a, b)", "a, b)\n"), "");
-    assert.strictEqual(dropSuffixRepeat("total  ", "\n"), "total");
   });
 });
 

@@ -1,0 +1,27 @@
+"""Streamed and plain text are the same on every HumanEval infilling problem, single- and
+multi-line: the service's StreamTidy on each problem's real document, fed the reference middle
+followed by the start of the suffix (so that block ends, repeated lines and overlaps with the
+text after the cursor all occur), in the bundled tokenizer's pieces, as a backend streams them."""
+import os
+
+import pytest
+
+from fimgate.bench.workloads.humaneval import FILES, default_data_dir, load
+from fimgate.efim.postprocess import StreamTidy, tidy, wants_multiline
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(default_data_dir(), FILES["single-line"])),
+                                reason="../shared/data/humaneval-infilling is not here")
+
+
+@pytest.mark.parametrize("dataset", ["single-line", "multi-line"])
+def test_every_problem_streams_its_plain_text(dataset, smol_tok):
+    problems = load(dataset)
+    assert len(problems) > 1000
+    for p in problems:
+        text, cursor = p.prompt + p.suffix, len(p.prompt)
+        raw = p.canonical + p.suffix[:120]
+        pieces = [smol_tok.decode([i]) for i in smol_tok.encode(raw)]
+        for multiline in {False, True, wants_multiline(text, cursor)}:
+            stream = StreamTidy(text, cursor, multiline)
+            shown = "".join(stream.feed(piece) for piece in pieces) + stream.finish("".join(pieces))
+            assert shown == tidy("".join(pieces), text, cursor, multiline=multiline), p.task_id
