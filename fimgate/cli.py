@@ -36,6 +36,27 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                         "argmax), or the full fp32 head (CPU fp32)")
 
 
+def _correction(value: str) -> float | str:
+    if value == "off":
+        return value
+    try:
+        share = float(value)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"a share of the shifted tokens in [0, 1], or 'off', not {value!r}")
+    return share
+
+
+def _service_args(p: argparse.ArgumentParser) -> None:
+    """What the served path takes beyond the engine: serve, complete and lsp alike."""
+    from fimgate.gateway.build import CORRECTION_SHARE
+
+    p.add_argument("--correction", type=_correction, default=None, metavar="SHARE|off",
+                   help="suffix-KV correction on re-anchors: re-rotate cached text that moved and recompute this "
+                        f"share of it (default {CORRECTION_SHARE}; 0: re-rotate only; off: exact reuse only)")
+
+
 def _backend_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("vLLM backend (--backend vllm)")
     g.add_argument("--backend", choices=["embedded", "vllm"], default="embedded",
@@ -100,11 +121,15 @@ def _load_service(a):
     """Engine + planner for serve/complete, or a UserError."""
     from fimgate.backend.base import BackendUnavailableError
     from fimgate.backend.model.weights import ModelLoadError
-    from fimgate.gateway.build import build_service
+    from fimgate.gateway.build import CORRECTION_SHARE, build_service
 
     vllm, salts = _vllm_config(a)
     try:
-        return build_service(a.model, a.template, _engine_config(a), vllm=vllm, salts=salts)
+        if vllm is not None and a.correction not in (None, "off"):
+            print("fimgate: the vLLM backend serves exact reuse only (prefix hits, EFIM appends): --correction "
+                  "does not apply", file=sys.stderr)
+        share = CORRECTION_SHARE if a.correction is None else None if a.correction == "off" else a.correction
+        return build_service(a.model, a.template, _engine_config(a), vllm=vllm, salts=salts, correction=share)
     except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError) as e:
         raise UserError(str(e)) from None
 
@@ -216,7 +241,8 @@ def cmd_lsp(a) -> int:
             token = secrets.token_urlsafe(24)
             print(f"fimgate: LSP clients must initialize with initializationOptions.token = {token}", file=sys.stderr)
     runner = MainThreadRunner()  # the embedded engine computes on the main thread (fimgate/backend/main_thread.py)
-    server = create_server(LspSettings(gateway=a.gateway, model=a.model), runner=runner, token=token)
+    server = create_server(LspSettings(gateway=a.gateway, model=a.model), runner=runner, token=token,
+                           build=lambda: _load_service(a))
     if a.tcp:
         target = lambda: server.start_tcp(host or "127.0.0.1", int(port))  # noqa: E731
     else:
@@ -549,6 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("serve", help="run the HTTP gateway")
     _engine_args(s)
+    _service_args(s)
     _backend_args(s)
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=DEFAULT_PORT)
@@ -561,6 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("complete", help="one completion at a character offset of a file")
     _engine_args(s)
+    _service_args(s)
     _backend_args(s)
     s.add_argument("--file", required=True)
     s.add_argument("--offset", type=int, default=None, help="code-point offset of the cursor (default: end of file)")
@@ -570,8 +598,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_complete)
 
     s = sub.add_parser("lsp", help="the language server (stdio, or --tcp HOST:PORT)")
-    s.add_argument("--gateway", default=None, help="use a running gateway (default: the embedded engine)")
-    s.add_argument("--model", default=None)
+    s.add_argument("--gateway", default=None, help="use a running gateway (default: the embedded engine, with "
+                   "the same engine flags as serve)")
+    _engine_args(s)
+    _service_args(s)
+    _backend_args(s)
     s.add_argument("--tcp", default=None, metavar="HOST:PORT",
                    help="listen on TCP (HOST defaults to 127.0.0.1); clients must send a token")
     s.add_argument("--token-file", default=None, metavar="FILE",

@@ -64,6 +64,9 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    # llama.cpp's t_max_predict_ms: once this long has passed since the first token, and a newline
+    # has been generated, the completion ends with what it has ("length")
+    max_predict_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens < 0:
@@ -222,6 +225,9 @@ class Backend(Protocol):
 
     @property
     def model_name(self) -> str: ...
+
+    @property
+    def context_tokens(self) -> int | None: ...
 
     def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]: ...
 

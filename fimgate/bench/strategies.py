@@ -44,7 +44,7 @@ class Strategy:
         self.name = name
         self.tok = tok
         self.template = template
-        self.planner = EfimPlanner(tok, template, window)
+        self.planner = EfimPlanner(tok, template, window, recompute_share=self.recompute_share)
         self._fresh = itertools.count()
 
     def plan(self, user: str, state: EditorState, sampling: SamplingParams) -> FimPlan:
@@ -58,9 +58,5 @@ class Strategy:
             ids = psm_prompt(self.tok, self.template, state.text, state.cursor)
             return FimPlan(prompt_ids=ids, user_id=uid, session_id=state.document_id, sampling=sampling,
                            stop_token_ids=self.planner.stop_token_ids)
-        p = self.planner.plan(EditorState(uid, state.document_id, state.text, state.cursor, path=state.path), sampling)
-        if self.recompute_share is None:
-            return p
-        from dataclasses import replace
-
-        return replace(p, recompute_share=self.recompute_share)
+        return self.planner.plan(EditorState(uid, state.document_id, state.text, state.cursor, path=state.path),
+                                 sampling)

@@ -23,6 +23,9 @@ from fimgate.efim.templates import ContextChunk, FimTemplate, Segment
 from fimgate.efim.window import WindowConfig, cut_window
 
 MIN_HINT_TOKENS = 8
+NAMELESS = "nameless:"  # document ids the planner gives requests that name no file
+MAX_NAMELESS = 8  # per user
+HEAD_CHARS = 256
 CHARS_PER_TOKEN_BOUND = 8  # text longer than budget * this cannot fit the budget: no need to tokenize it
 
 
@@ -31,7 +34,7 @@ class EditorState:
     """What the editor knows at a request: the whole document and the cursor (code points)."""
 
     user_id: str
-    document_id: str
+    document_id: str  # "": the request names no file; CompletionService finds its session by the text
     text: str
     cursor: int
     path: str = ""
@@ -53,6 +56,7 @@ class _Session:
     path: str
     context: tuple[ContextChunk, ...]
     last_prompt: tuple[int, ...] = ()
+    head: str = ""  # the document's first characters, to recognise a nameless document
     num_requests: int = 0
     num_reanchors: int = 0
 
@@ -65,8 +69,11 @@ class PlannerStats:
 
 class EfimPlanner:
     def __init__(self, tokenizer: Tokenizer, template: FimTemplate, window: WindowConfig = WindowConfig(),
-                 max_sessions: int = 4096) -> None:
+                 max_sessions: int = 4096, recompute_share: float | None = None) -> None:
+        """recompute_share: suffix-KV correction on re-anchors (FimPlan.recompute_share): None,
+        exact classes only; 0, shifted keys re-rotated only; s > 0, s of them recomputed too."""
         self.tok = tokenizer
+        self.recompute_share = recompute_share
         self.template = template
         self.window = window
         self.max_sessions = max_sessions
@@ -109,7 +116,26 @@ class EfimPlanner:
         self.stats.by_class[reuse.value] += 1
         return FimPlan(prompt_ids=prompt, user_id=state.user_id, session_id=state.document_id, sampling=sampling,
                        healing=HealingConstraint(dyn.heal), stop_token_ids=self.stop_token_ids,
-                       reuse_class=reuse, reuse_hints=hints, pin_tokens=len(s.fixed_ids))
+                       reuse_class=reuse, reuse_hints=hints, pin_tokens=len(s.fixed_ids),
+                       recompute_share=self.recompute_share)
+
+    def document_for(self, state: EditorState) -> str:
+        """A document id for a request that names no file (llama.vscode, llama.vim, OpenAI clients):
+        the user's nameless session this text continues (an EFIM append), else the one whose
+        document starts the same way (a cursor jump: a re-anchor with reuse hints), else a new
+        one - at most MAX_NAMELESS per user, the least recently used given up first."""
+        mine = [(k[1], s) for k, s in self._sessions.items() if k[0] == state.user_id and k[1].startswith(NAMELESS)]
+        for doc, s in reversed(mine):  # most recent first
+            if self._increment(s, state) is not None:
+                return doc
+        head = state.text[:HEAD_CHARS]
+        for doc, s in reversed(mine):
+            if min(len(head), len(s.head)) >= 32 and (head.startswith(s.head) or s.head.startswith(head)):
+                return doc
+        if len(mine) >= MAX_NAMELESS:
+            return mine[0][0]
+        used = {doc for doc, _ in mine}
+        return next(f"{NAMELESS}{i}" for i in range(MAX_NAMELESS) if f"{NAMELESS}{i}" not in used)
 
     def forget(self, user_id: str, document_id: str) -> None:
         self._sessions.pop((user_id, document_id), None)
@@ -141,7 +167,7 @@ class EfimPlanner:
         bos = (self.tok.bos_id,) if getattr(self.tok, "add_bos", False) else ()
         fixed = bos + self._encode(segs) + head.ids
         return _Session(prefix_start=w.prefix_start, prefix=prefix, suffix=suffix, fixed_ids=fixed,
-                        open_tail=head.heal, path=state.path, context=state.context,
+                        open_tail=head.heal, path=state.path, context=state.context, head=state.text[:HEAD_CHARS],
                         num_requests=old.num_requests if old else 0,
                         num_reanchors=(old.num_reanchors + 1) if old else 0)
 

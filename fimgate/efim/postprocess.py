@@ -54,10 +54,12 @@ def wants_multiline(text: str, cursor: int, language: str = "python") -> bool:
     return False
 
 
-def cut_at_block_end(completion: str, text: str, cursor: int) -> str:
-    """Keep lines while they stay inside the block the cursor is in."""
+def cut_at_block_end(completion: str, text: str, cursor: int, min_indent: int = 0) -> str:
+    """Keep lines while they stay inside the block the cursor is in (and indented at least
+    min_indent: llama.cpp's n_indent)."""
     line_start = text.rfind("\n", 0, cursor) + 1
     base = _indent(text[line_start:cursor]) if not text[line_start:cursor].strip() else _indent(text[line_start:])
+    base = max(base, min_indent)
     lines = completion.split("\n")
     kept = [lines[0]]
     for line in lines[1:]:
@@ -67,11 +69,12 @@ def cut_at_block_end(completion: str, text: str, cursor: int) -> str:
     return "\n".join(kept)
 
 
-def tidy(completion: str, text: str, cursor: int, multiline: bool | None = None, language: str = "python") -> str:
+def tidy(completion: str, text: str, cursor: int, multiline: bool | None = None, language: str = "python",
+         min_indent: int = 0) -> str:
     """The completion as shown: multiline None decides by context."""
     if multiline is None:
         multiline = wants_multiline(text, cursor, language)
-    out = cut_at_block_end(completion, text, cursor) if multiline else completion.split("\n", 1)[0]
+    out = cut_at_block_end(completion, text, cursor, min_indent) if multiline else completion.split("\n", 1)[0]
     out = "\n".join(line.rstrip() for line in out.split("\n")).rstrip()
     if not out.strip():
         return ""
@@ -95,8 +98,8 @@ class StreamTidy:
     its last two lines with text (see _certain); and all of it while it is still the start of
     the text after the cursor (it may be there already)."""
 
-    def __init__(self, text: str, cursor: int, multiline: bool) -> None:
-        self.doc, self.cursor, self.multiline = text, cursor, multiline
+    def __init__(self, text: str, cursor: int, multiline: bool, min_indent: int = 0) -> None:
+        self.doc, self.cursor, self.multiline, self.min_indent = text, cursor, multiline, min_indent
         self.suffix = text[cursor:]
         self.rest = self.suffix.split("\n", 1)[0].strip()
         self.raw = ""
@@ -108,7 +111,7 @@ class StreamTidy:
 
     def finish(self, raw: str) -> str:
         """The rest of tidy(raw); `raw` is the whole completion as the backend reports it."""
-        final = tidy(raw, self.doc, self.cursor, multiline=self.multiline)
+        final = tidy(raw, self.doc, self.cursor, multiline=self.multiline, min_indent=self.min_indent)
         if not final.startswith(self.sent):  # cannot happen if _certain is right; never send a wrong tail
             return ""
         out, self.sent = final[len(self.sent):], final
@@ -127,9 +130,9 @@ class StreamTidy:
                 return tidy(raw, self.doc, self.cursor, multiline=False)  # the line is complete: final
             line = raw.rstrip()
             return line[:max(0, len(line) - len(self.rest))].rstrip() if self.rest else line
-        kept = cut_at_block_end(raw, self.doc, self.cursor)
+        kept = cut_at_block_end(raw, self.doc, self.cursor, self.min_indent)
         if len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept):]:
-            return tidy(raw, self.doc, self.cursor, multiline=True)  # the block ended: final
+            return tidy(raw, self.doc, self.cursor, multiline=True, min_indent=self.min_indent)  # the block ended
         lines = kept.split("\n")
         with_text = [i for i, line in enumerate(lines) if line.strip()]
         if len(with_text) < 2:

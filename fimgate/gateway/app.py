@@ -23,13 +23,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fimgate.backend.base import CancelToken, Finished, SamplingParams, TextDelta, last_finished
 from fimgate.backend.base import BackendError, BackendUnavailableError, ContextOverflowError
 from fimgate.efim.planner import EditorState
-from fimgate.efim.templates import ContextChunk
 from fimgate.gateway.auth import ApiKeys, KeyError401
 from fimgate.gateway.body_limit import BodyLimit
+from fimgate.gateway.llama_infill import infill_request, infill_response, props
 from fimgate.gateway.protocol import CompletionRequest, InfillRequest
 from fimgate.gateway.service import CompletionService, Shape
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_UNDECLARED_BODY_BYTES = 1024 * 1024  # chunked, without Content-Length (gateway/body_limit.py)
 BODY_READ_TIMEOUT_S = 30.0
 
 
@@ -63,7 +64,8 @@ class _Metrics:
 def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
                read_timeout_s: float = BODY_READ_TIMEOUT_S) -> FastAPI:
     app = FastAPI(title="fimgate", version="0.1.0")
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES, read_timeout_s=read_timeout_s)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES, read_timeout_s=read_timeout_s,
+                       max_undeclared_bytes=MAX_UNDECLARED_BODY_BYTES)
     metrics = _Metrics()
     model_name = service.backend.model_name
 
@@ -118,7 +120,7 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
         try:
             sampling = SamplingParams(max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p,
                                       stop=stop, seed=body.seed)
-            state = EditorState(user_id=user_of(request, body.user), document_id=body.document or "default",
+            state = EditorState(user_id=user_of(request, body.user), document_id=body.document or "",
                                 text=body.prompt + body.suffix, cursor=len(body.prompt), path=body.document or "")
         except ValueError as e:
             return error(400, str(e))
@@ -141,30 +143,20 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
 
     @app.post("/infill")
     async def infill(body: InfillRequest, request: Request):
-        n = 128 if body.n_predict < 0 else body.n_predict
         try:
-            sampling = SamplingParams(max_tokens=n, temperature=body.temperature, top_p=body.top_p, stop=tuple(body.stop))
-            before = body.input_prefix + body.prompt
-            path = body.filename or ""
-            state = EditorState(user_id=user_of(request, body.user), document_id=path or "default",
-                                text=before + body.input_suffix, cursor=len(before), path=path,
-                                context=tuple(ContextChunk(c.filename, c.text) for c in body.input_extra))
+            state, sampling, form = infill_request(body, user_of(request, body.user))
         except ValueError as e:
             return error(400, str(e))
+        n_ctx = service.backend.context_tokens
 
         def shape(text: str, final: Finished | None, done: bool) -> dict:
-            out = {"content": text, "stop": done, "model": model_name}
-            if final is not None:
-                u = final.usage
-                out.update({"tokens_predicted": u.completion_tokens, "tokens_evaluated": u.prompt_tokens,
-                            "tokens_cached": u.cached_tokens, "truncated": False,
-                            "stop_type": "eos" if u.finish_reason == "stop" else "limit",
-                            "timings": {"prompt_n": u.prefilled_tokens, "predicted_n": u.completion_tokens,
-                                        "prompt_ms": u.ttft_ms, "predicted_per_second": u.decode_tokens_per_s},
-                            "fimgate": u.as_dict()})
-            return out
+            return infill_response(text, final, done, body, model_name, n_ctx)
 
-        return await run(state, sampling, body.stream, shape, "infill", request, Shape())
+        return await run(state, sampling, body.stream, shape, "infill", request, form)
+
+    @app.get("/props")
+    async def llama_props():
+        return props(model_name, service.backend.context_tokens)
 
     @app.get("/v1/models")
     async def models():

@@ -3,8 +3,10 @@
 A pure ASGI middleware (not Starlette's BaseHTTPMiddleware, which hides client disconnects from
 the app: the gateway could not cancel a vanished client's generation behind it):
 
-- the body is counted as it streams in, so a chunked body without Content-Length is held to the
-  same limit (413) and never buffered past it;
+- the body is counted as it streams in, so a chunked body without Content-Length is held to a
+  limit too (413) and never buffered past it: a smaller one (`max_undeclared_bytes`), because a
+  declared size is refused before a byte of it is read, while an undeclared one costs the server
+  every byte up to the limit (editors and HTTP clients declare their sizes);
 - the whole body must arrive within `read_timeout_s` (408): a client that sends a few bytes a
   minute holds no worker;
 - a POST body is JSON whatever its Content-Type says, as llama-server takes it (`curl -d` sends
@@ -18,9 +20,10 @@ import json
 
 
 class BodyLimit:
-    def __init__(self, app, max_bytes: int, read_timeout_s: float) -> None:
+    def __init__(self, app, max_bytes: int, read_timeout_s: float, max_undeclared_bytes: int | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_undeclared_bytes = max_bytes if max_undeclared_bytes is None else max_undeclared_bytes
         self.read_timeout_s = read_timeout_s
 
     async def __call__(self, scope, receive, send) -> None:
@@ -29,6 +32,7 @@ class BodyLimit:
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
             return await _error(send, 413, f"request body over {self.max_bytes // (1024 * 1024)} MiB", "body_too_large")
+        limit = self.max_bytes if declared is not None else self.max_undeclared_bytes
         chunks, size = [], 0
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.read_timeout_s
@@ -42,9 +46,9 @@ class BodyLimit:
                 return None
             body = message.get("body", b"")
             size += len(body)
-            if size > self.max_bytes:
-                return await _error(send, 413, f"request body over {self.max_bytes // (1024 * 1024)} MiB",
-                                    "body_too_large")
+            if size > limit:
+                what = "request body" if declared is not None else "request body without Content-Length"
+                return await _error(send, 413, f"{what} over {limit // (1024 * 1024)} MiB", "body_too_large")
             chunks.append(body)
             if not message.get("more_body", False):
                 break

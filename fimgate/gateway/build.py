@@ -22,10 +22,19 @@ def build_backend(model: str | None = None, engine: EngineConfig = EngineConfig(
     return VllmBackend(vllm, load_tokenizer(path), salts)
 
 
+CORRECTION_SHARE = 0.15  # the default recompute share: README, "Suffix-KV correction as served"
+
+
 def build_service(model: str | None = None, template: str | None = None, engine: EngineConfig = EngineConfig(),
-                  window: WindowConfig = WindowConfig(), vllm=None, salts=None) -> CompletionService:
+                  window: WindowConfig = WindowConfig(), vllm=None, salts=None,
+                  correction: float | None = CORRECTION_SHARE) -> CompletionService:
+    """correction: the share of shifted tokens recomputed on a re-anchor (None: exact classes
+    only). vLLM cannot place KV at a shifted position, so there it is always None."""
     if template is not None and template not in TEMPLATES:
         raise ValueError(f"unknown template {template!r}; known: {', '.join(TEMPLATES)}")
+    if correction is not None and not 0 <= correction <= 1:
+        raise ValueError(f"--correction is a share of the shifted tokens, in [0, 1], not {correction}")
     backend = build_backend(model, engine, vllm, salts)
     tmpl = TEMPLATES[template] if template else template_for_model(backend.model_name)
-    return CompletionService(backend, EfimPlanner(backend.tokenizer, tmpl, window))
+    share = None if vllm is not None else correction
+    return CompletionService(backend, EfimPlanner(backend.tokenizer, tmpl, window, recompute_share=share))

@@ -64,6 +64,9 @@ class InfillRequest(BaseModel):
     samplers: list[str] | None = Field(None, max_length=32)
     top_k: StrictInt | None = None
     n_indent: StrictInt | None = Field(None, ge=0, le=1000)
+    n_cmpl: StrictInt | None = Field(None, ge=1, le=16)
+    t_max_prompt_ms: StrictInt | None = None
+    response_fields: list[str] | None = Field(None, max_length=64)
     user: str | None = Field(None, max_length=256)
     filename: str | None = Field(None, max_length=1024)
 

@@ -37,6 +37,7 @@ class Shape:
 
     multiline: bool | None = None  # None: decided by the code around the cursor
     raw: bool = False  # the model's text as it is: no line rule, no clean-up
+    min_indent: int | None = None  # lines indented less end a suggestion (llama.cpp's n_indent)
 
 
 @dataclass
@@ -62,7 +63,6 @@ class CompletionService:
         text as shown. A request that supersedes the session's warm-up takes the warm-up's place
         in line when that is earlier: the person's first key after opening a file does the
         warm-up's work."""
-        session = (state.user_id, state.document_id)
         arrived = time.monotonic()
         multiline = False
         if not shape.raw and sampling.max_tokens > 0:
@@ -72,6 +72,9 @@ class CompletionService:
             if not multiline and "\n" not in sampling.stop:
                 sampling = replace(sampling, stop=sampling.stop + ("\n",))
         with self._lock:
+            if not state.document_id:  # no file named: the planner finds the session by the text
+                state = replace(state, document_id=self.planner.document_for(state))
+            session = (state.user_id, state.document_id)
             plan = self.planner.plan(state, sampling)
             warmup = is_warmup(plan)
             place = order_key(arrived, warmup)
@@ -84,7 +87,7 @@ class CompletionService:
             job = self._inflight[session] = _InFlight(CancelToken(deadline), place, warmup)
         events = self._run(session, plan, job)
         if not shape.raw:
-            events = _shown(events, StreamTidy(state.text, state.cursor, multiline))
+            events = _shown(events, StreamTidy(state.text, state.cursor, multiline, shape.min_indent or 0))
         return events, job.cancel
 
     def cancel_all(self) -> None:

@@ -24,9 +24,11 @@ log = logging.getLogger("fimgate.lsp")
 
 
 class FimLanguageServer(LanguageServer):
-    def __init__(self, settings: LspSettings = LspSettings(), runner=None, token: str | None = None) -> None:
+    def __init__(self, settings: LspSettings = LspSettings(), runner=None, token: str | None = None,
+                 build=None) -> None:
         super().__init__("fimgate", "0.1.0", protocol_cls=FimProtocol)
         self.protocol.token = token
+        self.build = build  # () -> CompletionService, for the embedded engine (the CLI's flags)
         self.settings = settings
         self.runner = runner
         self._completer = None
@@ -43,7 +45,8 @@ class FimLanguageServer(LanguageServer):
                 from fimgate.lsp.completer import EmbeddedCompleter
 
                 loop = asyncio.get_running_loop()
-                self._completer = await loop.run_in_executor(None, EmbeddedCompleter, self.settings.model, self.runner)
+                self._completer = await loop.run_in_executor(None, EmbeddedCompleter, self.settings.model, self.runner,
+                                                             self.build)
         return self._completer
 
     def next_request(self, uri: str) -> int:
@@ -55,9 +58,11 @@ class FimLanguageServer(LanguageServer):
         return self._latest.get(uri) == rid
 
 
-def create_server(settings: LspSettings = LspSettings(), runner=None, token: str | None = None) -> FimLanguageServer:
-    """token: clients must initialize with initializationOptions.token (TCP mode)."""
-    server = FimLanguageServer(settings, runner, token)
+def create_server(settings: LspSettings = LspSettings(), runner=None, token: str | None = None,
+                  build=None) -> FimLanguageServer:
+    """token: clients must initialize with initializationOptions.token (TCP mode). build: makes the
+    embedded CompletionService (default: the bundled model, or the `model` setting)."""
+    server = FimLanguageServer(settings, runner, token, build)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: FimLanguageServer, params: types.InitializeParams) -> None:

@@ -76,3 +76,12 @@ def test_steps_say_what_the_next_pick_reads():
     # sampling reads every (allowed) entry: never argmax_only
     _run([4, 4, 5], sampling=SamplingParams(max_tokens=3, temperature=0.7, seed=1))
     assert _run.hints and all(h == (False, None) for h in _run.hints)
+
+
+def test_a_time_budget_ends_after_a_complete_line_never_before():
+    """llama.cpp's t_max_predict_ms: past the budget, decoding stops once a newline was generated."""
+    script = [4, 6, 5, 4, 6, 5, 4, 6]  # " x y\n x y\n x y"
+    out, _, _ = _run(script, sampling=SamplingParams(max_tokens=8, max_predict_ms=1e-6))
+    assert out.text == " x y\n" and out.finish == "length"  # time was up at once; it ran to the line's end
+    out, _, _ = _run(script, sampling=SamplingParams(max_tokens=8, max_predict_ms=60_000))
+    assert out.text == " x y\n x y\n x y"  # a budget not reached changes nothing

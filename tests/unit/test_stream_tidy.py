@@ -19,15 +19,16 @@ PIECES = ["r", " ** 2", ")", "\n", "    ", "return 1", "a, b)", "  ", "x = 1", "
 
 
 @settings(max_examples=600, deadline=None)
-@given(doc=st.sampled_from(DOCS), pieces=st.lists(st.sampled_from(PIECES), max_size=12), multiline=st.booleans())
-def test_streamed_text_is_the_plain_text(doc, pieces, multiline):
+@given(doc=st.sampled_from(DOCS), pieces=st.lists(st.sampled_from(PIECES), max_size=12), multiline=st.booleans(),
+       min_indent=st.sampled_from([0, 4, 8]))
+def test_streamed_text_is_the_plain_text(doc, pieces, multiline, min_indent):
     prefix, suffix = doc
     text, cursor = prefix + suffix, len(prefix)
-    stream = StreamTidy(text, cursor, multiline)
+    stream = StreamTidy(text, cursor, multiline, min_indent)
     shown = "".join(stream.feed(p) for p in pieces)
     raw = "".join(pieces)
     shown += stream.finish(raw)
-    assert shown == tidy(raw, text, cursor, multiline=multiline)
+    assert shown == tidy(raw, text, cursor, multiline=multiline, min_indent=min_indent)
 
 
 def test_the_reported_case_and_that_text_streams_before_the_end():

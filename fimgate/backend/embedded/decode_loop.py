@@ -50,6 +50,7 @@ def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[..., torch.Tensor
     stops = StopStrings(plan.sampling.stop)
     healing = HealingCursor(heal_index, plan.healing.text.encode("utf-8"))
     greedy = plan.sampling.temperature == 0
+    budget_s = None if plan.sampling.max_predict_ms is None else plan.sampling.max_predict_ms / 1000
     t_first = None
     num_out = 0
     finish = "length"
@@ -74,6 +75,8 @@ def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[..., torch.Tensor
             break
         if num_out >= plan.sampling.max_tokens or i == max_new - 1:
             break
+        if budget_s is not None and "\n" in stops.text and time.perf_counter() - t_first > budget_s:
+            break  # llama.cpp's t_max_predict_ms: a line is done and the time is up
         allowed = healing.allowed()
         logits = step(tok, greedy, allowed)
     tail = stops.flush()

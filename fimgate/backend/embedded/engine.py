@@ -125,6 +125,11 @@ class EmbeddedEngine:
         return self._name
 
     @property
+    def context_tokens(self) -> int:
+        """The longest prompt + completion one request may have (llama-server's n_ctx)."""
+        return self.capacity
+
+    @property
     def pool_bytes(self) -> int:
         return self._pool.k.numel() * self._pool.k.element_size() * 2
 

@@ -99,6 +99,11 @@ class VllmBackend:
     def model_name(self) -> str:
         return self._model
 
+    @property
+    def context_tokens(self) -> int | None:
+        """The servers' max_model_len, where they report it."""
+        return self.max_model_len
+
     def stats(self) -> dict:
         return {"servers": self.router.stats(), "moves": self.router.moves}
 
