@@ -11,12 +11,17 @@ the app: the gateway could not cancel a vanished client's generation behind it):
   minute holds no worker;
 - a POST body is JSON whatever its Content-Type says, as llama-server takes it (`curl -d` sends
   a form type);
-- after the body, the app's `receive` is the client's own, so `http.disconnect` reaches it.
+- after the body, the app's `receive` is the client's own, so `http.disconnect` reaches it;
+- a declared size over the limit is refused at once, its body read and dropped first when it is
+  not far over (up to DRAIN_FACTOR x), so the client gets the 413 instead of a reset connection.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+
+DRAIN_FACTOR = 2  # a declared body up to this many times the limit is read (and dropped) before the 413
 
 
 class BodyLimit:
@@ -31,6 +36,8 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            if declared.isdigit() and int(declared) <= DRAIN_FACTOR * self.max_bytes:
+                await self._discard(receive)  # read, not kept: closing on unread data resets the connection
             return await _error(send, 413, f"request body over {self.max_bytes // (1024 * 1024)} MiB", "body_too_large")
         limit = self.max_bytes if declared is not None else self.max_undeclared_bytes
         chunks, size = [], 0
@@ -65,6 +72,16 @@ class BodyLimit:
             return await receive()
 
         return await self.app(scope, replay, send)
+
+
+    async def _discard(self, receive) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_timeout_s
+        with contextlib.suppress(asyncio.TimeoutError):
+            while True:
+                message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - loop.time()))
+                if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                    return
 
 
 async def _error(send, status: int, message: str, code: str) -> None:
