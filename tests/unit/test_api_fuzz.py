@@ -16,6 +16,7 @@ CASES = {"n": 0}
 
 class InstantBackend:
     model_name = "stand-in"
+    context_tokens = 2048
 
     def __init__(self, tok):
         self.tokenizer = tok

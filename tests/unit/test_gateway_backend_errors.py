@@ -14,6 +14,7 @@ pytestmark = pytest.mark.skipif(bundled_model_path() is None, reason="bundled mo
 
 class FlakyBackend:
     model_name = "stand-in"
+    context_tokens = 2048
 
     def __init__(self, tok):
         self.tokenizer = tok

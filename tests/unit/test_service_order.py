@@ -21,6 +21,7 @@ class Planner:
 
 class Backend:
     model_name = "stand-in"
+    context_tokens = 2048
     chunked_warmups = True
 
     def __init__(self, gate: threading.Event):
