@@ -1,9 +1,11 @@
 """Shape a raw completion into what a person should see.
 
-- Single- or multi-line, by context: at the start of an empty block (the line before ends with
-  ":" or an opening bracket, or, for Python, tree-sitter finds an empty block or an unclosed
-  construct at the cursor) a whole body is wanted; mid-line, only the rest of the line.
-- A multi-line completion stops where the enclosing block ends, by indentation.
+- Single- or multi-line, by context: at the end of a line that opens a block (`if x:`,
+  `function f() {`), or at the start of an empty block (the line before ends with ":" or an
+  opening bracket, or, for Python, tree-sitter finds an empty block or an unclosed construct at
+  the cursor) a whole body is wanted; mid-line, only the rest of the line.
+- A multi-line completion stops where the enclosing block ends, by indentation (a block's body is
+  deeper than the line that opened it).
 - Text that the document already has right after the cursor is dropped, not repeated.
 - Trailing whitespace is trimmed.
 Pure text in, text out; tree-sitter is used when its Python grammar is installed.
@@ -29,10 +31,21 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
+def _rest_of_line(text: str, cursor: int) -> str:
+    end = text.find("\n", cursor)
+    return text[cursor:] if end == -1 else text[cursor:end]
+
+
+def opens_block(text: str, cursor: int) -> bool:
+    """The cursor ends a line that opens a block (`if x:`, `function f() {`): its body comes next."""
+    line_start = text.rfind("\n", 0, cursor) + 1
+    return text[line_start:cursor].rstrip().endswith(OPENERS) and not _rest_of_line(text, cursor).strip()
+
+
 def wants_multiline(text: str, cursor: int, language: str = "python") -> bool:
     line_start = text.rfind("\n", 0, cursor) + 1
     if text[line_start:cursor].strip():
-        return False  # mid-line: finish this line
+        return opens_block(text, cursor)  # mid-line: finish this line, unless it opened a block
     before = text[:line_start].rstrip()
     if before.endswith(OPENERS):
         return True
@@ -54,12 +67,23 @@ def wants_multiline(text: str, cursor: int, language: str = "python") -> bool:
     return False
 
 
+def _body_indent(text: str, cursor: int) -> int:
+    """The least indentation a line of the suggestion may have and stay in the cursor's block: at
+    the end of a block-opening line, or on a blank line right after one, deeper than that line."""
+    line_start = text.rfind("\n", 0, cursor) + 1
+    before = text[line_start:cursor]
+    if before.strip():
+        return _indent(before) + 1 if opens_block(text, cursor) else _indent(text[line_start:])
+    above = text[:line_start].rstrip().rsplit("\n", 1)[-1]
+    if above.strip() and above.rstrip().endswith(OPENERS):
+        return max(_indent(before), _indent(above) + 1)
+    return _indent(before)
+
+
 def cut_at_block_end(completion: str, text: str, cursor: int, min_indent: int = 0) -> str:
     """Keep lines while they stay inside the block the cursor is in (and indented at least
     min_indent: llama.cpp's n_indent)."""
-    line_start = text.rfind("\n", 0, cursor) + 1
-    base = _indent(text[line_start:cursor]) if not text[line_start:cursor].strip() else _indent(text[line_start:])
-    base = max(base, min_indent)
+    base = max(_body_indent(text, cursor), min_indent)
     lines = completion.split("\n")
     kept = [lines[0]]
     for line in lines[1:]:

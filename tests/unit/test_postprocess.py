@@ -33,3 +33,21 @@ def test_last_line_repeating_the_next_line_of_the_file_is_dropped():
     text = "def f():\n    \n    return 1\n"
     cursor = text.index("    \n") + 4
     assert tidy("x = 1\n    return 1", text, cursor, multiline=True) == "x = 1"
+
+
+def test_the_end_of_a_block_opening_line_gets_the_block_body():
+    """The issue's cases: at `if x > 0:` or `function f(xs) {` the single-line rule answered ""."""
+    for prefix, suffix, raw, shown in [
+        ("def f(x):\n    if x > 0:", "\n    return 0\n", "\n        return x\n    return 0\n", "\n        return x"),
+        ("function f(xs) {", "\n}\n", "\n  return xs.map(x => x * 2);\n}\n\nfunction g() {", "\n  return xs.map(x => x * 2);"),
+    ]:
+        text, cursor = prefix + suffix, len(prefix)
+        assert wants_multiline(text, cursor, "") is True
+        assert tidy(raw, text, cursor) == shown
+
+
+def test_a_body_on_an_unindented_blank_line_stops_at_the_end_of_its_function():
+    text = "def f(x):\n    if x > 0:\n\n    return 0\n"
+    cursor = text.index("\n\n") + 1
+    raw = "        return x\n    return 0\n\nprint(f(1))\nprint(f(2))\nprint("
+    assert tidy(raw, text, cursor, multiline=True) == "        return x"

@@ -13,9 +13,11 @@ DOCS = [
     ("class A:\n    def f(self):\n        ", "\n\nx = A()\n"),
     ("x = ", ""),
     ("def f(x):\n    if x:\n", "        return False\n    return False\n"),  # HumanEval/92/L3
+    ("def f(x):\n    if x > 0:", "\n    return 0\n"),  # the end of a block-opening line
+    ("function f(xs) {", "\n}\n"),
 ]
 PIECES = ["r", " ** 2", ")", "\n", "    ", "return 1", "a, b)", "  ", "x = 1", "\n\n", "print(", "2, 3))", "\t", "y",
-          "return False", "        ", "return True"]
+          "return False", "        ", "return True", "}", "\n  return xs;", "\n        return x"]
 
 
 @settings(max_examples=600, deadline=None)
