@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve test test-fast wheel-check test-gemma e2e-setup vllm-setup peers-setup bench-prefill bench-engine clean
+.PHONY: setup serve test test-fast lint wheel-check test-gemma e2e-setup vllm-setup peers-setup bench-prefill bench-engine clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,6 +24,9 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check fimgate tests
 
 # The wheel as users get it: built, installed non-editable in a clean venv, then `fimgate complete`
 # and one HTTP completion from it (.ci/wheel-check).

@@ -18,10 +18,10 @@ import sys
 import time
 
 from fimgate.backend.base import Finished, SamplingParams, last_finished
-from fimgate.bench.workloads.humaneval import Problem
 from fimgate.bench.sandbox import run_program
 from fimgate.bench.similarity import edit_similarity
 from fimgate.bench.strategies import Strategy
+from fimgate.bench.workloads.humaneval import Problem
 from fimgate.efim.planner import EditorState
 
 TYPED_LINES = 2  # efim: how many lines before the hole were typed after the anchor

@@ -20,8 +20,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from fimgate.backend.base import CancelToken, Finished, SamplingParams, TextDelta, last_finished
-from fimgate.backend.base import BackendError, BackendUnavailableError, ContextOverflowError
+from fimgate.backend.base import (
+    BackendError,
+    BackendUnavailableError,
+    CancelToken,
+    ContextOverflowError,
+    Finished,
+    SamplingParams,
+    TextDelta,
+    last_finished,
+)
 from fimgate.efim.planner import EditorState
 from fimgate.gateway.auth import ApiKeys, KeyError401
 from fimgate.gateway.body_limit import BodyLimit

@@ -2,8 +2,8 @@
 template, and the planner."""
 from __future__ import annotations
 
-from fimgate.backend.model.bundled import resolve_model
 from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
+from fimgate.backend.model.bundled import resolve_model
 from fimgate.efim.planner import EfimPlanner
 from fimgate.efim.templates import TEMPLATES, template_for_model
 from fimgate.efim.window import WindowConfig
@@ -16,8 +16,8 @@ def build_backend(model: str | None = None, engine: EngineConfig = EngineConfig(
     path = resolve_model(model)
     if vllm is None:
         return EmbeddedEngine.from_path(path, engine)
-    from fimgate.backend.vllm.backend import VllmBackend
     from fimgate.backend.model.weights import load_tokenizer
+    from fimgate.backend.vllm.backend import VllmBackend
 
     return VllmBackend(vllm, load_tokenizer(path), salts)
 

@@ -26,7 +26,6 @@ from fimgate.gateway.auth import ApiKeys
 from fimgate.gateway.service import CompletionService
 
 READ_TIMEOUT_S = 10.0
-GIL_SWITCH_INTERVAL_S = 0.0002
 
 
 class TimedH11Protocol(H11Protocol):
@@ -86,10 +85,6 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(service: CompletionService, sock: socket.socket, api_keys: ApiKeys | None = None,
           read_timeout_s: float = READ_TIMEOUT_S) -> None:
     """Serve until SIGTERM / SIGINT; compute on this (the main) thread."""
-    # The compute thread takes the GIL back after every torch op and C kernel call; while the HTTP
-    # thread is busy (a burst of requests), each of those waits out the switch interval (5 ms by
-    # default): hundreds of times per prefill. bench abuse measures the difference.
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     service.runner = MainThreadRunner()
     protocol = type("TimedH11", (TimedH11Protocol,), {"header_timeout_s": read_timeout_s})
     config = uvicorn.Config(create_app(service, api_keys, read_timeout_s), log_level="warning", http=protocol,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Iterator
 
-from fimgate.backend.base import Finished, FimPlan, StreamEvent
+from fimgate.backend.base import FimPlan, Finished, StreamEvent
 
 WARMUP_CHUNK_TOKENS = 64
 WARMUP_YIELD_S = 0.5

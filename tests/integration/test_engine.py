@@ -3,7 +3,7 @@ import threading
 
 import torch
 
-from fimgate.backend.base import CancelToken, Finished, FimPlan, HealingConstraint, SamplingParams, TextDelta
+from fimgate.backend.base import CancelToken, FimPlan, Finished, HealingConstraint, SamplingParams, TextDelta
 from fimgate.backend.model.llama import KVBuffer
 from fimgate.kernels.rope import cos_sin, rerotate
 

@@ -63,8 +63,9 @@ def test_bench_engine_puts_llama_cpp_beside_fimgate():
 
 
 def test_bench_quality_compares_llama_cpps_completions_with_fimgates():
-    from tests.conftest import SHARED
     import os
+
+    from tests.conftest import SHARED
 
     data = os.path.join(SHARED, "data", "humaneval-infilling")
     if not os.path.isdir(data):

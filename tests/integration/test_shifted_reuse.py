@@ -1,7 +1,7 @@
 """Suffix-KV correction on the real model: position is exact, full recompute equals a prefill."""
 import torch
 
-from fimgate.backend.base import Finished, FimPlan, SamplingParams
+from fimgate.backend.base import FimPlan, Finished, SamplingParams
 from fimgate.backend.model.llama import KVBuffer
 
 CODE = open(__file__.replace("test_shifted_reuse.py", "test_engine.py"), encoding="utf-8").read()

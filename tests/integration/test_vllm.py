@@ -14,12 +14,14 @@ import pytest
 
 from fimgate.backend.base import FimPlan, SamplingParams, last_finished
 from fimgate.backend.model.bundled import bundled_model_path, resolve_model
-from fimgate.backend.vllm.cache_salt import CacheSalts
-from fimgate.backend.vllm.backend import VllmBackend, VllmConfig
 from fimgate.backend.model.weights import load_tokenizer
+from fimgate.backend.vllm.backend import VllmBackend, VllmConfig
+from fimgate.backend.vllm.cache_salt import CacheSalts
 from fimgate.bench.peers.vllm_servers import vllm_python, vllm_servers
+
 # the head of ../shared/traces/flask-60.jsonl, committed: CI has no ../shared (tests/data/README.md)
-from tests.conftest import HEAD_TRACE as TRACE, ROOT
+from tests.conftest import HEAD_TRACE as TRACE
+from tests.conftest import ROOT
 
 # CI sets FIMGATE_REQUIRE_VLLM=1: there a missing vLLM environment is a failure, not a skip
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(

@@ -4,7 +4,7 @@ with random weights (fimgate/bench/random_model.py) on both devices; skipped wit
 import pytest
 import torch
 
-from fimgate.backend.base import Finished, FimPlan, ReuseHint, SamplingParams
+from fimgate.backend.base import FimPlan, Finished, ReuseHint, SamplingParams
 from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
 from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
 

@@ -7,7 +7,8 @@ prompt + a constrained generation can spell exactly the original text after the 
 import importlib.util
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.model.tokenizer import HFTokenizer

@@ -1,5 +1,6 @@
 """UTF-16 (LSP) positions and code-point offsets agree, with CRLF, tabs and astral characters."""
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fimgate.efim.offsets import offset_to_position, position_to_offset
 

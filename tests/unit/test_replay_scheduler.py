@@ -3,12 +3,12 @@ schedule, on a scripted engine whose prefill costs 1 ms a token."""
 import math
 from dataclasses import replace
 
-from fimgate.backend.base import Finished, FimPlan, ReuseClass, UsageReport
+from fimgate.backend.base import FimPlan, Finished, ReuseClass, UsageReport
 from fimgate.backend.block_tree import common_prefix
-from fimgate.bench.workloads.office import office_slices, sessions
 from fimgate.bench.replay import replay_strategy, summarize
-from fimgate.gateway.warmups import WARMUP_CHUNK_TOKENS
+from fimgate.bench.workloads.office import office_slices, sessions
 from fimgate.bench.workloads.trace import TraceRequest
+from fimgate.gateway.warmups import WARMUP_CHUNK_TOKENS
 
 
 class ScriptedEngine:

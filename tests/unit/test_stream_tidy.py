@@ -1,7 +1,8 @@
 """Streamed completions are cleaned exactly as whole ones: whatever pieces the text arrives in,
 what a client concatenates equals tidy() of the whole (the issue: a stream showed `r ** 2)` where
 the plain answer said `r ** 2`)."""
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fimgate.efim.postprocess import StreamTidy, tidy
 

@@ -6,10 +6,16 @@ import re
 import httpx
 import pytest
 
-from fimgate.backend.base import (BackendUnavailableError, ContextOverflowError, FimPlan, HealingConstraint, SamplingParams,
-                          last_finished)
-from fimgate.backend.vllm.cache_salt import CacheSalts
+from fimgate.backend.base import (
+    BackendUnavailableError,
+    ContextOverflowError,
+    FimPlan,
+    HealingConstraint,
+    SamplingParams,
+    last_finished,
+)
 from fimgate.backend.vllm.backend import VllmBackend, VllmConfig, healing_regex
+from fimgate.backend.vllm.cache_salt import CacheSalts
 from fimgate.backend.vllm.router import PrefixRouter
 
 

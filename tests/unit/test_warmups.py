@@ -2,7 +2,7 @@
 import threading
 import time
 
-from fimgate.backend.base import Finished, FimPlan, SamplingParams, UsageReport
+from fimgate.backend.base import FimPlan, Finished, SamplingParams, UsageReport
 from fimgate.backend.main_thread import MainThreadRunner
 from fimgate.gateway.warmups import WARMUP_YIELD_S, chunk_ends, is_warmup, order_key, run_chunked
 

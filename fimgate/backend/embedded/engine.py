@@ -23,15 +23,23 @@ from typing import Iterator
 
 import torch
 
-from fimgate.backend.base import (CancelToken, ContextOverflowError, Finished, FimPlan, PinReceipt, ReuseHint,  # noqa: F401
-                          StreamEvent, UsageReport)
+from fimgate.backend.base import (  # noqa: F401
+    CancelToken,
+    ContextOverflowError,
+    FimPlan,
+    Finished,
+    PinReceipt,
+    ReuseHint,
+    StreamEvent,
+    UsageReport,
+)
 from fimgate.backend.block_tree import BlockTree, common_prefix
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.decode_loop import decode, decode_rate, first_pick
-from fimgate.backend.model.llama import KVBuffer, LlamaModel
-from fimgate.backend.pinning import KeystrokePins
 from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
+from fimgate.backend.model.llama import KVBuffer, LlamaModel
 from fimgate.backend.model.weights import LoadedModel, load_model
+from fimgate.backend.pinning import KeystrokePins
 from fimgate.kernels.rope import inv_frequencies, rerotate
 
 MAX_REMEMBERED_PROMPTS = 4096

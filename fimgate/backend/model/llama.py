@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.fused_step import FusedStep
 from fimgate.backend.model.mixed_linear import MixedWeight, linear
-from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.screened_head import ScreenedHead
 from fimgate.kernels.decode_attention import decode_attention as cpu_decode_attention
 from fimgate.kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables

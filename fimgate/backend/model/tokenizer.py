@@ -18,6 +18,7 @@ from functools import cached_property
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
+
 # GPT-2's byte <-> printable-unicode table, used by every byte-level BPE vocabulary.
 def _bytes_to_unicode() -> dict[int, str]:
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))

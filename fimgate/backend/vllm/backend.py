@@ -28,10 +28,21 @@ from typing import Iterator
 
 import httpx
 
-from fimgate.backend.base import (BackendError, BackendUnavailableError, CancelToken, ContextOverflowError, Finished, FimPlan,
-                          PinReceipt, StreamEvent, TextDelta, Tokenizer, UsageReport)
-from fimgate.backend.vllm.cache_salt import CacheSalts
+from fimgate.backend.base import (
+    BackendError,
+    BackendUnavailableError,
+    CancelToken,
+    ContextOverflowError,
+    FimPlan,
+    Finished,
+    PinReceipt,
+    StreamEvent,
+    TextDelta,
+    Tokenizer,
+    UsageReport,
+)
 from fimgate.backend.pinning import KeystrokePins
+from fimgate.backend.vllm.cache_salt import CacheSalts
 from fimgate.backend.vllm.router import PrefixRouter
 
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from fimgate.backend.base import BackendUnavailableError
 from fimgate.backend.block_tree import BlockTree
 
-
 MAX_NAMESPACES = 100_000  # remembered homes, for counting moves
 
 

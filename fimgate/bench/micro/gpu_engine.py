@@ -19,8 +19,8 @@ import time
 import torch
 
 from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
-from fimgate.backend.model.llama import KVBuffer
 from fimgate.backend.model.config import ModelConfig
+from fimgate.backend.model.llama import KVBuffer
 from fimgate.backend.model.tokenizer import HFTokenizer
 from fimgate.bench.engine_speed import measure
 from fimgate.bench.random_model import random_model
@@ -81,7 +81,8 @@ def main() -> None:
                                                      max_context=4096, num_slots=2, cuda_graphs=mode != ["eager"]))
         row = {"device": torch.cuda.get_device_name() if device == "cuda" else f"cpu x{torch.get_num_threads()}",
                "dtype": dtype, "cuda_graphs": engine._graphs is not None,
-               "engine_start_s": round(time.perf_counter() - t, 2), **measure(engine, prefill_tokens=1000, cached_tokens=args.cached_tokens),
+               "engine_start_s": round(time.perf_counter() - t, 2),
+               **measure(engine, prefill_tokens=1000, cached_tokens=args.cached_tokens),
                "forward_1_token_ms_at_32": round(decode_step_ms(engine, 32), 2),
                "forward_1_token_ms_at_2800": round(decode_step_ms(engine, 2800), 2)}
         print(json.dumps(row), flush=True)

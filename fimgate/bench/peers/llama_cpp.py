@@ -19,7 +19,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from fimgate.backend.base import CancelToken, Finished, FimPlan, StreamEvent, UsageReport
+from fimgate.backend.base import CancelToken, FimPlan, Finished, StreamEvent, UsageReport
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.decode_loop import decode, decode_rate
 

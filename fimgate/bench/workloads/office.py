@@ -1,12 +1,13 @@
 """`bench replay --schedule office`: people who type for a while, then read.
 
-The trace's requests are cut into sessions (typing in one place: from a file open or a cursor
-jump to the next) and dealt to the people in turn. A person types a session at the trace's pace (stretched by `time_scale`), then reads for a
-pause drawn from `think_s` (seconds, seeded), opening `reads` other files of the repository during
-it - an editor's didOpen, which fimgate pre-warms: a big prompt that nobody types into - and then
-types their next session. People start at staggered times, so at any moment some type and others
-read. This is the traffic keystroke pins are for: a typist's anchor against other people's
-file opens, rather than eight people typing in lockstep (`--schedule consecutive`).
+The trace's requests are cut into sessions (typing in one place: from a file open or a cursor jump
+to the next) and dealt to the people in turn. A person types a session at the trace's pace
+(stretched by `time_scale`), then reads for a pause drawn from `think_s` (seconds, seeded), opening
+`reads` other files of the repository during it - an editor's didOpen, which fimgate pre-warms: a
+big prompt that nobody types into - and then types their next session. People start at staggered
+times, so at any moment some type and others read. This is the traffic keystroke pins are for: a
+typist's anchor against other people's file opens, rather than eight people typing in lockstep
+(`--schedule consecutive`).
 """
 from __future__ import annotations
 

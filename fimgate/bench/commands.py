@@ -1,0 +1,224 @@
+"""The `fimgate bench` commands but replay (bench/replay_command.py): what each runs, and the
+helpers they share (peers, precision labels, writing the result)."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+
+from fimgate.flags import UserError, checked_strategies, load_engine, load_service
+
+
+def cmd_bench_prefill(a) -> int:
+    from fimgate.backend.model.bundled import resolve_model
+    from fimgate.backend.model.weights import load_tokenizer
+    from fimgate.bench.prefill_count import count_prefill
+    from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
+    from fimgate.efim.templates import TEMPLATES, template_for_model
+    from fimgate.efim.window import WindowConfig
+
+    try:
+        path = resolve_model(a.model)
+        tok = load_tokenizer(path)
+        reqs = list(debounced_requests(read_events(a.trace), a.debounce_ms, limit=a.limit_requests))
+    except (TraceError, FileNotFoundError, ValueError, OSError) as e:
+        raise UserError(str(e)) from None
+    tmpl = TEMPLATES[a.template] if a.template else template_for_model(os.path.basename(path))
+    result = count_prefill(reqs, tok, tmpl, WindowConfig(step_lines=a.step_lines))
+    result["settings"] = {"trace": a.trace, "debounce_ms": a.debounce_ms, "template": tmpl.name,
+                          "step_lines": a.step_lines}
+    emit(result, a.json)
+    return 0
+
+
+def peer_names(a) -> list[str]:
+    from fimgate.bench.peers.registry import parse_peers
+
+    try:
+        return parse_peers(a.peers)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def check_peer_strategies(a, strategies: list[str]) -> None:
+    """--peers with no strategy a peer can run would measure nothing for them: say so first."""
+    from fimgate.bench.peers.registry import PEER_STRATEGIES, peer_strategies
+
+    if peer_names(a) and not peer_strategies(strategies):
+        raise UserError(f"peers run only {', '.join(PEER_STRATEGIES)}; add one of them to --strategies")
+
+
+@contextlib.contextmanager
+def open_peers(a, engine):
+    """The --peers, started on the model `engine` runs ({} without --peers), or a UserError."""
+    from fimgate.backend.model.bundled import resolve_model
+    from fimgate.bench.peers.registry import open_peers
+
+    names = peer_names(a)
+    stack = contextlib.ExitStack()
+    try:
+        peers = stack.enter_context(open_peers(names, resolve_model(a.model) if names else "", engine.tokenizer,
+                                               engine.model_name))
+    except (RuntimeError, FileNotFoundError) as e:
+        raise UserError(f"peers: {e}") from None
+    with stack:
+        yield peers
+
+
+def cmd_bench_engine(a) -> int:
+    from fimgate.bench.engine_speed import compare, measure
+
+    peer_names(a)
+    engine = load_engine(a)
+    result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens,
+                                                    cached_tokens=a.cached_tokens)}
+    with open_peers(a, engine) as peers:
+        if peers:
+            result = {"fimgate": result}
+            for name, peer in peers.items():
+                result[name] = measure(peer, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)
+                result[f"fimgate_vs_{name}"] = compare(result["fimgate"], result[name])
+    emit(result, a.json)
+    return 0
+
+
+def cmd_bench_abuse(a) -> int:
+    import shlex
+
+    from fimgate.bench.abuse import CASES, DEFAULT_RUNS, run
+    from fimgate.bench.checkout import CHECKOUT
+    from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
+
+    cases = [c.strip() for c in (a.cases or ",".join(DEFAULT_RUNS)).split(",") if c.strip()]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown or a.users < 1 or a.requests < 1:
+        raise UserError(f"unknown cases {unknown}; known: {', '.join(CASES)}" if unknown
+                        else "--users and --requests must be >= 1")
+    path = a.trace or str(CHECKOUT / "tests" / "data" / "flask-60-head.jsonl")
+    try:
+        typing = [r for r in debounced_requests(read_events(path)) if not r.prewarm]
+    except (OSError, TraceError) as e:
+        raise UserError(f"trace {path}: {e}") from None
+    if len(typing) < a.users * a.requests:
+        raise UserError(f"{path} has {len(typing)} typing requests; --users x --requests needs {a.users * a.requests}")
+    slices = [typing[k * a.requests:(k + 1) * a.requests] for k in range(a.users)]
+    result = run(slices, cases, shlex.split(a.serve_flags), progress=lambda line: print(line, file=sys.stderr))
+    print(json.dumps(result, indent=2))
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+def cmd_bench_shape(a) -> int:
+    from fimgate.bench.shape import run
+    from fimgate.efim.languages import EXTENSIONS
+
+    files = []
+    for path in a.paths:
+        if os.path.isdir(path):
+            for root, _, names in os.walk(path):
+                files += sorted(os.path.join(root, n) for n in names if os.path.splitext(n)[1] in EXTENSIONS)
+        elif os.path.isfile(path):
+            files.append(path)
+        else:
+            raise UserError(f"no such file or folder: {path}")
+    if not files:
+        raise UserError("no source files of a known language under " + ", ".join(a.paths))
+    a.correction, a.backend = None, "embedded"
+    result = run(load_service(a), files, a.per_language, a.max_tokens, progress=lambda m: print(m, file=sys.stderr))
+    print(json.dumps(result, indent=2))
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+def cmd_bench_make_trace(a) -> int:
+    from fimgate.bench.workloads.make_trace import TraceBuildError, make_trace, write_trace
+    from fimgate.bench.workloads.trace import debounced_requests
+
+    if a.commits < 1:
+        raise UserError("--commits must be at least 1")
+    try:
+        events = make_trace(a.repo, a.commits, seed=a.seed)
+        write_trace(events, a.out)
+        reqs = sum(1 for _ in debounced_requests(events, 150.0))  # re-read: every checkpoint must match
+    except (TraceBuildError, OSError, ValueError) as e:
+        raise UserError(str(e)) from None
+    kinds = {k: sum(e["type"] == k for e in events) for k in ("commit", "open", "insert", "delete", "move", "checkpoint")}
+    print(json.dumps({"out": a.out, "events": len(events), **kinds, "minutes": round(events[-1]["t"] / 60000, 1),
+                      "requests_at_150ms": reqs}, indent=2))
+    return 0
+
+
+def precision(a) -> str:
+    """A label for --dtype and --prefill-dtype: "float32", "int8+bfloat16-prompts"."""
+    prefill = getattr(a, "prefill_dtype", "float32")
+    return a.dtype if prefill == "float32" else f"{a.dtype}+{prefill}-prompts"
+
+
+def cmd_bench_quality(a) -> int:
+    from fimgate.bench.peers.registry import peer_strategies
+    from fimgate.bench.quality import run_quality, same_share
+    from fimgate.bench.workloads.humaneval import load
+    from fimgate.efim.templates import TEMPLATES, template_for_model
+
+    strategies = checked_strategies(a)
+    check_peer_strategies(a, strategies)
+    b = argparse.Namespace(**{**vars(a), "dtype": a.compare_dtype or a.dtype,
+                              "prefill_dtype": a.compare_prefill_dtype or a.prefill_dtype})
+    if (a.compare_dtype or a.compare_prefill_dtype) and precision(b) == precision(a):
+        raise UserError(f"--compare-dtype/--compare-prefill-dtype name the precision already measured ({precision(a)})")
+    try:
+        problems = load(a.dataset, a.data_dir, a.limit)
+    except (FileNotFoundError, ValueError) as e:
+        raise UserError(str(e)) from None
+    engine = load_engine(a)
+    if a.template and a.template not in TEMPLATES:
+        raise UserError(f"unknown template {a.template!r}; known: {', '.join(TEMPLATES)}")
+    tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
+
+    def run(e, names):
+        return run_quality(e, tmpl, problems, names, single_line=a.dataset == "single-line", max_tokens=a.max_tokens,
+                           perturb=a.perturb, keep_completions=True)
+
+    def compare(other: dict, names: list[str], label: str) -> dict:
+        for s in names:
+            other[s][f"same_completion_as_{label}"] = same_share(other[s]["completions"], result[s]["completions"])
+        return other
+
+    result = run(engine, strategies)
+    model_name = engine.model_name
+    peer_results = {}
+    with open_peers(a, engine) as peers:  # the same problems on other engines, completion by completion
+        for name, peer in peers.items():
+            peer_results[name] = compare(run(peer, peer_strategies(strategies)), peer_strategies(strategies),
+                                         f"fimgate_{precision(a)}")
+    compared = a.compare_dtype or a.compare_prefill_dtype
+    if compared:  # the same problems on weights of another precision
+        del engine
+        other = run(load_engine(b), strategies)
+        result = {precision(a): result, precision(b): compare(other, strategies, precision(a))}
+    elif peer_results:
+        result = {"fimgate": result}
+    result.update(peer_results)
+    for per_strategy in (result.values() if compared or peer_results else [result]):
+        for row in per_strategy.values():
+            row.pop("completions", None)
+    result["settings"] = {"dataset": a.dataset, "problems": len(problems), "template": tmpl.name,
+                          "model": model_name, "perturb": a.perturb,
+                          "dtype": a.dtype, "prefill_dtype": a.prefill_dtype, "compare_dtype": a.compare_dtype,
+                          "compare_prefill_dtype": a.compare_prefill_dtype}
+    emit(result, a.json)
+    return 0
+
+
+def emit(result: dict, path: str | None) -> None:
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")

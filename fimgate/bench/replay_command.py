@@ -1,0 +1,127 @@
+"""`fimgate bench replay`: the command (flags to strategies, peers, schedules; the summary)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import replace
+
+from fimgate.bench.commands import check_peer_strategies, emit, open_peers
+from fimgate.flags import UserError, checked_strategies, load_engine
+
+
+def _warmup_yield_ms(a) -> float | None:
+    if a.typing_first and a.warmup_yield_ms is not None:
+        raise UserError("--typing-first is --warmup-yield-ms infinity; give one of them")
+    if a.warmup_yield_ms is not None and a.warmup_yield_ms < 0:
+        raise UserError("--warmup-yield-ms must be >= 0")
+    return math.inf if a.typing_first else a.warmup_yield_ms
+
+
+def cmd_bench_replay(a) -> int:
+    from fimgate.bench.peers.registry import peer_strategies
+    from fimgate.bench.replay import progress_printer, replay_strategy, summarize, user_slices
+    from fimgate.bench.strategies import Strategy
+    from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
+    from fimgate.efim.templates import TEMPLATES, template_for_model
+
+    strategies = checked_strategies(a)
+    check_peer_strategies(a, strategies)
+    yield_ms = _warmup_yield_ms(a)
+    if a.users < 1:
+        raise UserError("--users must be at least 1")
+    if a.dump_outcomes:  # say so now, not after the run
+        _dump_outcomes({}, a.dump_outcomes)
+    try:
+        limit = None if a.limit_requests is None else a.limit_requests
+        reqs = list(debounced_requests(read_events(a.trace), a.debounce_ms, limit=limit, prewarm=a.prewarm))
+    except (TraceError, OSError) as e:
+        raise UserError(str(e)) from None
+    if a.time_scale <= 0 or a.max_tokens < 1:
+        raise UserError("--time-scale must be > 0 and --max-tokens >= 1")
+    if a.schedule == "office":
+        from fimgate.bench.workloads.office import office_slices
+
+        try:
+            lo, hi = (float(x) for x in a.think_s.split(","))
+        except ValueError:
+            raise UserError("--think-s takes two numbers of seconds, e.g. 30,90") from None
+        slices = office_slices(reqs, a.users, a.time_scale, (lo, hi), a.reads, seed=a.seed)
+    else:
+        slices = user_slices(reqs, a.users, a.time_scale)
+    from fimgate.bench.replay import REPLAY_SAMPLING
+
+    sampling = replace(REPLAY_SAMPLING, max_tokens=a.max_tokens)
+    settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": sum(not r.prewarm for r in reqs),
+                "users": a.users, "prewarm": a.prewarm, "time_scale": a.time_scale, "max_tokens": a.max_tokens,
+                "schedule": a.schedule, "warmup_yield_ms": yield_ms, "peer_prewarm": a.peer_prewarm}
+    if a.schedule == "office":
+        settings.update(think_s=a.think_s, reads=a.reads, seed=a.seed)
+    per_strategy = {}
+    if a.live:
+        from fimgate.bench.live import replay_live
+
+        per_strategy["live"] = replay_live(a.live, slices)
+        result = {"live": summarize(per_strategy["live"]), "settings": {**settings, "url": a.live}}
+    else:
+        engine = load_engine(a)
+        tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
+        result = {}
+        policies = [p.strip() for p in a.pin_policy.split(",") if p.strip()]
+        for name in strategies:
+            for policy in policies:
+                label = name if len(policies) == 1 else f"{name}@{policy}"
+                if hasattr(engine, "reset"):  # the embedded engine; vLLM strategies differ by cache salt
+                    engine.reset(pin_policy=policy)
+                total = sum(len(p) for p in slices)
+                outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices, sampling,
+                                           progress=progress_printer(label, total), warmup_yield_ms=yield_ms)
+                per_strategy[label] = outcomes
+                result[label] = summarize(outcomes)
+        peer_slices = slices if a.peer_prewarm == "same" else [[r for r in s if not r.prewarm] for s in slices]
+        with open_peers(a, engine) as peers:
+            for peer_name, peer in peers.items():
+                for name in peer_strategies(strategies):
+                    label = f"{peer_name}/{name}"
+                    outcomes = replay_strategy(peer, Strategy(name, peer.tokenizer, tmpl), peer_slices, sampling,
+                                               progress=progress_printer(label, sum(map(len, peer_slices))),
+                                               warmup_yield_ms=yield_ms)
+                    per_strategy[label] = outcomes
+                    result[label] = summarize(outcomes)
+        from fimgate.bench.replay import usefulness_against
+
+        reference = next((label for label in per_strategy if label.startswith("no-cache")), None)
+        for label in per_strategy:
+            if reference and label != reference:
+                result[label]["usefulness_vs_no_cache"] = usefulness_against(per_strategy[reference],
+                                                                              per_strategy[label])
+        base = result.get("psm-prefix", {}).get("prefilled_tokens", {}).get("mean")
+        for label in list(result):
+            if base:
+                result[label]["prefilled_mean_vs_psm_prefix"] = round(result[label]["prefilled_tokens"]["mean"] / base, 4)
+        result["settings"] = {**settings, "model": engine.model_name, "template": tmpl.name, "backend": a.backend}
+        if hasattr(engine, "tree"):
+            result["settings"].update(budget_tokens=engine.tree.num_blocks * engine.tree.block_size,
+                                      pin_policies=policies)
+        if hasattr(engine, "router"):
+            result["settings"]["vllm_servers"] = engine.router.stats()
+    if a.dump_outcomes:
+        _dump_outcomes(per_strategy, a.dump_outcomes)
+    if a.plot:
+        from fimgate.bench.plot import plot_replay
+
+        plot_replay(per_strategy, a.plot, title=f"{os.path.basename(a.trace)}: {len(reqs)} requests, {a.users} user(s)")
+    emit(result, a.json)
+    return 0
+
+
+def _dump_outcomes(per_strategy: dict, path: str) -> None:
+    from dataclasses import asdict
+
+    try:
+        with open(path, "w") as f:
+            for label, outcomes in per_strategy.items():
+                for o in outcomes:
+                    f.write(json.dumps({"strategy": label, **asdict(o)}) + "\n")
+    except OSError as e:
+        raise UserError(f"--dump-outcomes: {e}") from None

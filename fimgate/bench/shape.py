@@ -1,0 +1,115 @@
+"""`fimgate bench shape`: are suggestions shaped as editors show them, per language?
+
+Holes are cut from real files at block-opening lines (a line ending in ":" or "{" whose next line
+is indented deeper): the block's body is removed, as if the person had just typed the opening line.
+
+    end-of-line   the cursor at the end of the opening line (`if x > 0:|`)
+    blank-line    the cursor on a new, unindented line right after it (the person pressed Enter)
+
+The model writes up to `max_tokens` with no line rule (one generation per hole); the same raw text
+is then shaped by today's rules (efim/postprocess.py) and by the rules before block openers were
+known ("before": mid-line means one line; a blank line's block is as deep as the cursor), so the
+two columns differ only in shaping. Reported per language and hole kind:
+
+    non_empty   the share of holes with a suggestion to show
+    in_scope    of the multi-line suggestions shown, the share whose lines all stay deeper than the
+                opening line (a suggestion that runs on past its block is out of scope)
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from fimgate.backend.base import SamplingParams, last_finished
+from fimgate.efim.languages import language_of
+from fimgate.efim.planner import EditorState
+from fimgate.efim.postprocess import OPENERS, tidy
+
+KINDS = ("end-of-line", "blank-line")
+
+
+@dataclass(frozen=True)
+class Hole:
+    path: str
+    text: str
+    cursor: int
+    opener_indent: int
+    kind: str
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def holes_in(path: str, text: str, kind: str) -> list[Hole]:
+    lines = text.split("\n")
+    out = []
+    for i, line in enumerate(lines[:-1]):
+        if not line.strip() or not line.rstrip().endswith(OPENERS[:2]) or line.lstrip().startswith(("#", "//", "*")):
+            continue
+        body_end = i + 1
+        while body_end < len(lines) and (not lines[body_end].strip() or _indent(lines[body_end]) > _indent(line)):
+            body_end += 1
+        if body_end == i + 1:
+            continue  # not a block here
+        before = "\n".join(lines[:i]) + ("\n" if i else "") + line.rstrip()
+        after = "\n".join(lines[body_end:])
+        if kind == "end-of-line":
+            out.append(Hole(path, before + "\n" + after, len(before), _indent(line), kind))
+        else:
+            out.append(Hole(path, before + "\n\n" + after, len(before) + 1, _indent(line), kind))
+    return out
+
+
+def _before_rules(raw: str, hole: Hole) -> str:
+    """Shaping as it was before block openers were known: at the end of a line, one line; on a
+    blank line, a block as deep as the cursor - today's rules on the text with the opener hidden."""
+    if hole.kind == "end-of-line":
+        return tidy(raw, hole.text, hole.cursor, multiline=False)
+    opener_end = hole.text.rfind("\n", 0, hole.cursor)  # the opening line ends right before the blank line
+    hidden = hole.text[:opener_end - 1] + " " + hole.text[opener_end:]
+    return tidy(raw, hidden, hole.cursor, multiline=True)
+
+
+def in_scope(shown: str, hole: Hole) -> bool:
+    return all(_indent(line) > hole.opener_indent for line in shown.split("\n")[1:] if line.strip())
+
+
+def run(service, files: list[str], per_language: int = 30, max_tokens: int = 48, seed: int = 0, progress=print) -> dict:
+    """service: a CompletionService (its backend and planner run the holes, raw)."""
+    from fimgate.gateway.service import Shape
+
+    rng = random.Random(seed)
+    by_language: dict[str, list[Hole]] = {}
+    for path in files:
+        lang = language_of(path)
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        for kind in KINDS:
+            by_language.setdefault(lang, []).extend(holes_in(path, text, kind))
+    results = {}
+    for lang, holes in sorted(by_language.items()):
+        picked = {kind: rng.sample([h for h in holes if h.kind == kind], min(per_language, sum(h.kind == kind
+                                                                                          for h in holes)))
+                  for kind in KINDS}
+        for kind, chosen in picked.items():
+            counts = {"holes": len(chosen), "before": {"non_empty": 0, "multi": 0, "in_scope": 0},
+                      "after": {"non_empty": 0, "multi": 0, "in_scope": 0}}
+            for n, hole in enumerate(chosen):
+                state = EditorState(f"shape/{lang}/{kind}/{n}", "hole", hole.text, hole.cursor,
+                                    path=Path(hole.path).name)
+                final = last_finished(service.start(state, SamplingParams(max_tokens=max_tokens), Shape(raw=True))[0])
+                raw = final.text if final else ""
+                for label, shown in (("before", _before_rules(raw, hole)), ("after", tidy(raw, hole.text, hole.cursor))):
+                    c = counts[label]
+                    c["non_empty"] += bool(shown.strip())
+                    if "\n" in shown.strip("\n") or (shown.startswith("\n") and shown.strip()):
+                        c["multi"] += 1
+                        c["in_scope"] += in_scope(shown, hole)
+            for label in ("before", "after"):
+                c = counts[label]
+                c["non_empty_share"] = round(c["non_empty"] / max(1, counts["holes"]), 3)
+                c["in_scope_share"] = round(c["in_scope"] / c["multi"], 3) if c["multi"] else None
+            results.setdefault(lang, {})[kind] = counts
+            progress(f"{lang} {kind}: {counts}")
+    return {"max_tokens": max_tokens, "per_language": per_language, "seed": seed, "results": results}

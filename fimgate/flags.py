@@ -1,0 +1,139 @@
+"""What `fimgate serve`, `complete`, `lsp` and `bench` share: the engine, service and backend flags,
+and the one place that turns them into a backend or a CompletionService. A bad flag or model is a
+UserError: one line on stderr and exit status 2, never a traceback."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULT_PORT = 8418
+
+
+class UserError(Exception):
+    pass
+
+
+def engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="GGUF file or Hugging Face folder (default: the bundled SmolLM2-135M)")
+    p.add_argument("--template", default=None, help="FIM template family (default: from the model's name)")
+    p.add_argument("--budget-tokens", type=int, default=16384, help="KV block pool size, in tokens, for all users")
+    p.add_argument("--budget-mb", type=float, default=None, help="KV block pool size in MiB (overrides --budget-tokens)")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "int8"],
+                   help="weights and KV cache; int8: int8 weights for one-token steps, fp32 otherwise (CPU)")
+    p.add_argument("--prefill-dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="bfloat16: prompts of more than 4 tokens multiply by bf16 copies of the linears (CPU, AMX)")
+    p.add_argument("--head", default="screened", choices=["screened", "full"],
+                   help="greedy steps' output head: screened in int8, then the rows that can win in fp32 (same "
+                        "argmax), or the full fp32 head (CPU fp32)")
+
+
+def correction_share(value: str) -> float | str:
+    if value == "off":
+        return value
+    try:
+        share = float(value)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"a share of the shifted tokens in [0, 1], or 'off', not {value!r}")
+    return share
+
+
+def service_args(p: argparse.ArgumentParser) -> None:
+    """What the served path takes beyond the engine: serve, complete and lsp alike."""
+    from fimgate.gateway.build import CORRECTION_SHARE
+
+    p.add_argument("--correction", type=correction_share, default=None, metavar="SHARE|off",
+                   help="suffix-KV correction on re-anchors: re-rotate cached text that moved and recompute this "
+                        f"share of it (default {CORRECTION_SHARE}; 0: re-rotate only; off: exact reuse only)")
+
+
+def backend_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("vLLM backend (--backend vllm)")
+    g.add_argument("--backend", choices=["embedded", "vllm"], default="embedded",
+                   help="the embedded engine, or vLLM servers (--model then names their tokenizer)")
+    g.add_argument("--vllm-url", default=None, metavar="URL[,URL...]", help="vLLM OpenAI-compatible servers")
+    g.add_argument("--vllm-model", default=None, help="served model name (default: what the first server lists)")
+    g.add_argument("--vllm-block-size", type=int, default=32, help="the servers' --block-size")
+    g.add_argument("--vllm-cache-tokens", type=int, default=65536, help="KV tokens per server, for routing")
+    g.add_argument("--vllm-pins", action="store_true", help="the servers load fimgate.backend.vllm.pin_connector")
+    g.add_argument("--salt-secret-file", default=None, help="secret for per-tenant cache salts "
+                   "(default: $FIMGATE_SALT_SECRET, else random per start)")
+    g.add_argument("--tenants", default=None, metavar="FILE", help="'USER TENANT' lines: users sharing a cache")
+
+
+def vllm_config(a):
+    """(VllmConfig, CacheSalts) for --backend vllm, else (None, None); bad flags are a UserError."""
+    if getattr(a, "backend", "embedded") != "vllm":
+        return None, None
+    from fimgate.backend.vllm.backend import VllmConfig
+    from fimgate.backend.vllm.cache_salt import CacheSalts
+
+    urls = tuple(u.strip() for u in (a.vllm_url or "").split(",") if u.strip())
+    if not urls:
+        raise UserError("--backend vllm needs --vllm-url URL[,URL...]")
+    try:
+        salts = CacheSalts.from_files(a.salt_secret_file, a.tenants)
+    except (OSError, ValueError) as e:
+        raise UserError(f"cache salts: {e}") from None
+    return VllmConfig(urls=urls, model=a.vllm_model, block_size=a.vllm_block_size,
+                      capacity_tokens=a.vllm_cache_tokens, pins=a.vllm_pins), salts
+
+
+def engine_config(a):
+    from fimgate.backend.embedded.engine import EngineConfig
+    from fimgate.backend.pinning import POLICIES
+
+    budget_bytes = None if a.budget_mb is None else int(a.budget_mb * 1024 * 1024)
+    policy = (getattr(a, "pin_policy", "pin") or "pin").split(",")[0].strip()
+    if policy not in POLICIES:
+        raise UserError(f"unknown pin policy {policy!r}; known: {', '.join(POLICIES)}")
+    return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, budget_bytes=budget_bytes,
+                        device=a.device, pin_policy=policy, dtype=a.dtype,
+                        prefill_dtype=getattr(a, "prefill_dtype", "float32"),
+                        screened_head=getattr(a, "head", "screened") == "screened")
+
+
+def load_engine(a):
+    """The backend for a command's --model, engine and --backend flags, or a UserError."""
+    from fimgate.backend.base import BackendUnavailableError
+    from fimgate.backend.model.weights import ModelLoadError
+    from fimgate.gateway.build import build_backend
+
+    vllm, salts = vllm_config(a)
+    try:
+        return build_backend(a.model, engine_config(a), vllm, salts)
+    except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError) as e:
+        raise UserError(str(e)) from None
+
+
+def load_service(a):
+    """Engine + planner for serve/complete, or a UserError."""
+    from fimgate.backend.base import BackendUnavailableError
+    from fimgate.backend.model.weights import ModelLoadError
+    from fimgate.gateway.build import CORRECTION_SHARE, build_service
+
+    vllm, salts = vllm_config(a)
+    try:
+        if vllm is not None and a.correction not in (None, "off"):
+            print("fimgate: the vLLM backend serves exact reuse only (prefix hits, EFIM appends): --correction "
+                  "does not apply", file=sys.stderr)
+        share = CORRECTION_SHARE if a.correction is None else None if a.correction == "off" else a.correction
+        return build_service(a.model, a.template, engine_config(a), vllm=vllm, salts=salts, correction=share)
+    except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError) as e:
+        raise UserError(str(e)) from None
+
+
+def checked_strategies(a) -> list[str]:
+    """The --strategies list, each checked (efim+correction:SHARE included), or a UserError."""
+    from fimgate.bench.strategies import parse
+
+    names = [s.strip() for s in a.strategies.split(",") if s.strip()]
+    try:
+        for name in names:
+            parse(name)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    return names
