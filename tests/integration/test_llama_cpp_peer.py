@@ -76,7 +76,7 @@ def test_bench_quality_compares_llama_cpps_completions_with_fimgates():
     out = json.loads(r.stdout)
     assert set(out["fimgate"]) == {"no-cache", "efim+correction"} and set(out["llama.cpp"]) == {"no-cache"}
     row = out["llama.cpp"]["no-cache"]
-    assert row["problems"] == 2 and 0 <= row["same_completion_as_fimgate_float32"] <= 100
+    assert row["problems"] == 2 and row["same_completion_as_fimgate_float32"] in (0.0, 50.0, 100.0)  # of 2
     assert "completions" not in row and "completions" not in out["fimgate"]["no-cache"]
 
 

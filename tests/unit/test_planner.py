@@ -36,7 +36,7 @@ def test_typing_is_an_efim_append_whose_prompt_extends_the_last(planner, smol_to
     assert all(p.reuse_class is ReuseClass.EFIM_APPEND for p in plans)
     prev = first
     for p in plans:
-        assert p.prompt_ids[: len(prev.prompt_ids)] == prev.prompt_ids or len(p.prompt_ids) <= len(prev.prompt_ids)
+        assert p.prompt_ids[: len(prev.prompt_ids)] == prev.prompt_ids  # an exact prefix hit, every key
         prev = p
     last = _prompt_text(smol_tok, plans[-1])
     assert last.endswith(text[:cursor][-40:])  # prompt + heal spell the text up to the cursor
@@ -79,7 +79,7 @@ def test_edits_outside_inc_reanchor_with_correct_text_and_hints(planner, smol_to
     p = planner.plan(EditorState("u", "d", text, cursor))
     assert p.reuse_class is ReuseClass.REANCHOR
     prompt = _prompt_text(smol_tok, p)
-    assert text[:cursor] in prompt.split("(after the cursor)")[-1] or prompt.endswith(text[:cursor])
+    assert prompt.endswith(text[:cursor])  # the whole (short) document before the cursor, then the hole
     assert text[cursor:] in prompt
     for h in p.reuse_hints:
         assert h.num_tokens >= 8 and h.delta == h.new_start - h.old_start

@@ -35,7 +35,7 @@ from fimgate.backend.base import (  # noqa: F401
 )
 from fimgate.backend.block_tree import BlockTree, common_prefix
 from fimgate.backend.embedded.constraint import TextPrefixIndex
-from fimgate.backend.embedded.decode_loop import decode, decode_rate, first_pick
+from fimgate.backend.embedded.decode_loop import Decoded, decode, decode_rate, first_pick
 from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
 from fimgate.backend.model.weights import LoadedModel, load_model
@@ -68,6 +68,31 @@ class _Slot:
         self.user_id: str | None = None
         self.tokens: list[int] = []  # tokens whose K/V sit at rows 0..len(tokens)
         self.last_used = 0.0
+
+
+@dataclass(frozen=True)
+class _Cost:
+    """What a request's prompt costs, by reuse class (UsageReport's prompt fields)."""
+
+    prompt_tokens: int
+    prefix_cached: int
+    shifted_reused: int
+    recomputed: int
+    positions: list[int]  # the positions run: uncached ones, and the recomputed shifted ones
+
+    @classmethod
+    def of(cls, prompt_tokens: int, cached: int, shifted: set[int], recompute: set[int]) -> "_Cost":
+        positions = [p for p in range(cached, prompt_tokens) if p not in shifted or p in recompute]
+        return cls(prompt_tokens, cached, len(shifted) - len(recompute), len(recompute), positions)
+
+    def report(self, out: Decoded, t0: float, t_decoded: float, t_end: float) -> UsageReport:
+        ttft = None if out.t_first is None else (out.t_first - t0) * 1000
+        return UsageReport(prompt_tokens=self.prompt_tokens, prefix_cached_tokens=self.prefix_cached,
+                           shifted_cached_tokens=self.shifted_reused, recomputed_tokens=self.recomputed,
+                           prefilled_tokens=len(self.positions) - self.recomputed, completion_tokens=out.num_out,
+                           ttft_ms=ttft, decode_tokens_per_s=decode_rate(out.t_first, t_decoded, out.num_out),
+                           total_ms=(t_end - t0) * 1000, cancelled=out.finish == "cancelled",
+                           finish_reason=out.finish)
 
 
 class EmbeddedEngine:
@@ -179,50 +204,20 @@ class EmbeddedEngine:
 
     def _generate_locked(self, plan: FimPlan, prompt: list[int], max_new: int,
                          cancel: CancelToken) -> Iterator[StreamEvent]:
+        """One request, stage by stage: claim a slot with the cached prefix, place shifted text,
+        run the tokens that must be computed, decode, store and report."""
         t0 = time.perf_counter()
         self._now_s = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
-        slot, slot_hit = self._take_slot(plan.user_id, prompt)
-        slot.last_used = t0
-        match = self.tree.match(plan.user_id, tuple(prompt))
-        cached = max(slot_hit, match.num_tokens)
-        if match.num_tokens > slot_hit:
-            self._gather(slot.kv, match.blocks, slot_hit, match.num_tokens)
-        cached = min(cached, len(prompt) - 1)  # the last prompt token is always run, for its logits
-        slot.tokens = prompt[:cached]
-        key = (plan.user_id, plan.session_id)
-        old = self._last_prompts.get(key)
-        self._last_prompts[key] = tuple(prompt)
-        self._last_prompts.move_to_end(key)
-        while len(self._last_prompts) > MAX_REMEMBERED_PROMPTS:
-            self._last_prompts.popitem(last=False)
-
-        shifted: set[int] = set()
-        recompute: set[int] = set()
-        if plan.recompute_share is not None and plan.reuse_hints and old:
-            old_match = self.tree.match(plan.user_id, old)
-            spans = usable_spans(plan.reuse_hints, old, tuple(prompt), cached, old_match.num_tokens)
-            if spans:
-                self._place_shifted(slot.kv, old_match.blocks, spans)
-                shifted = {p for s in spans for p in range(s.new_start, s.new_start + s.num_tokens)}
-                recompute = select_recompute(spans, plan.recompute_share)
-        positions = [p for p in range(cached, len(prompt)) if p not in shifted or p in recompute]
-        usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=cached,
-                     shifted_cached_tokens=len(shifted) - len(recompute), recomputed_tokens=len(recompute),
-                     prefilled_tokens=len(positions) - len(recompute))
+        slot, cached = self._claim(plan, prompt)
+        old = self._remember_prompt(plan, prompt)
+        shifted, recompute = self._place_moved_text(plan, prompt, old, cached, slot)
+        cost = _Cost.of(len(prompt), cached, shifted, recompute)
         if cancel.cancelled:
-            yield self._finish(plan, slot, "", usage, t0, None, None, 0, cancelled=True)
+            yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0)
             return
-        dev = self.model.device
-        argmax_only, only_ids = first_pick(plan, self._heal_index)
-        if len(positions) == 1 and not recompute:  # a keystroke's 1-token append: one decode step
-            logits = self._step(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
-        else:
-            logits = self.model.forward(torch.tensor([prompt[p] for p in positions], device=dev),
-                                        torch.tensor(positions, device=dev), slot.kv, argmax_only=argmax_only,
-                                        only_ids=only_ids)
-        slot.tokens = list(prompt)
+        logits = self._prefill(plan, prompt, cost.positions, slot, bool(recompute))
         if plan.sampling.max_tokens == 0:
-            yield self._finish(plan, slot, "", usage, t0, None, None, 0, finish_reason="length")
+            yield self._finish(plan, slot, cost, Decoded("", 0, None, "length"), t0)
             return
 
         def step(tok: int, argmax_only: bool = False, only_ids: list[int] | None = None) -> torch.Tensor:
@@ -232,8 +227,57 @@ class EmbeddedEngine:
 
         out = yield from decode(plan, logits, step, self._tokenizer.token_bytes, self._heal_index,
                                 self._tokenizer.eos_id, max_new, cancel)
-        yield self._finish(plan, slot, out.text, usage, t0, out.t_first, time.perf_counter(), out.num_out,
-                           cancelled=out.finish == "cancelled", finish_reason=out.finish)
+        yield self._finish(plan, slot, cost, out, t0)
+
+    def _claim(self, plan: FimPlan, prompt: list[int]) -> tuple[_Slot, int]:
+        """A slot holding the longest cached prefix of the prompt (from a slot or the user's tree);
+        the number of prompt tokens it already has (never the last: its logits are needed)."""
+        slot, slot_hit = self._take_slot(plan.user_id, prompt)
+        slot.last_used = time.perf_counter()
+        match = self.tree.match(plan.user_id, tuple(prompt))
+        if match.num_tokens > slot_hit:
+            self._gather(slot.kv, match.blocks, slot_hit, match.num_tokens)
+        cached = min(max(slot_hit, match.num_tokens), len(prompt) - 1)
+        slot.tokens = prompt[:cached]
+        return slot, cached
+
+    def _remember_prompt(self, plan: FimPlan, prompt: list[int]) -> tuple[int, ...] | None:
+        """The session's previous prompt (reuse hints refer to it); this one replaces it."""
+        key = (plan.user_id, plan.session_id)
+        old = self._last_prompts.get(key)
+        self._last_prompts[key] = tuple(prompt)
+        self._last_prompts.move_to_end(key)
+        while len(self._last_prompts) > MAX_REMEMBERED_PROMPTS:
+            self._last_prompts.popitem(last=False)
+        return old
+
+    def _place_moved_text(self, plan: FimPlan, prompt: list[int], old: tuple[int, ...] | None, cached: int,
+                          slot: _Slot) -> tuple[set[int], set[int]]:
+        """Suffix-KV correction: the old prompt's text that reappears at new positions is placed
+        there, keys re-rotated; returns (positions reused shifted, positions of them to recompute)."""
+        if plan.recompute_share is None or not plan.reuse_hints or not old:
+            return set(), set()
+        old_match = self.tree.match(plan.user_id, old)
+        spans = usable_spans(plan.reuse_hints, old, tuple(prompt), cached, old_match.num_tokens)
+        if not spans:
+            return set(), set()
+        self._place_shifted(slot.kv, old_match.blocks, spans)
+        shifted = {p for s in spans for p in range(s.new_start, s.new_start + s.num_tokens)}
+        return shifted, select_recompute(spans, plan.recompute_share)
+
+    def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: _Slot,
+                 recomputing: bool) -> torch.Tensor:
+        """Run the prompt's uncached (and recomputed) positions; the last one's logits."""
+        argmax_only, only_ids = first_pick(plan, self._heal_index)
+        if len(positions) == 1 and not recomputing:  # a keystroke's 1-token append: one decode step
+            logits = self._step(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
+        else:
+            dev = self.model.device
+            logits = self.model.forward(torch.tensor([prompt[p] for p in positions], device=dev),
+                                        torch.tensor(positions, device=dev), slot.kv, argmax_only=argmax_only,
+                                        only_ids=only_ids)
+        slot.tokens = list(prompt)
+        return logits
 
     def _step(self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False,
               only_ids: list[int] | None = None) -> torch.Tensor:
@@ -244,20 +288,15 @@ class EmbeddedEngine:
         return self.model.forward(torch.tensor([token], device=dev), torch.tensor([position], device=dev), kv,
                                   argmax_only=argmax_only, only_ids=only_ids)
 
-    def _finish(self, plan, slot, text, usage, t0, t_first, t_end, num_out, cancelled=False,
-                finish_reason="cancelled") -> Finished:
+    def _finish(self, plan: FimPlan, slot: _Slot, cost: "_Cost", out: Decoded, t0: float) -> Finished:
+        t_decoded = time.perf_counter()
         self._store(plan.user_id, slot)
         if self.model.device.type == "cuda":  # a request ends when its kernels have (a pre-warm samples nothing)
             torch.cuda.synchronize(self.model.device)
         if plan.pins_anchor:
             self.pins.repin(self.tree, plan.user_id, plan.session_id, tuple(plan.prompt_ids[:plan.pin_tokens]),
                             self._now_s)
-        ttft = None if t_first is None else (t_first - t0) * 1000
-        tps = None if t_end is None else decode_rate(t_first, t_end, num_out)
-        report = UsageReport(**usage, completion_tokens=num_out, ttft_ms=ttft, decode_tokens_per_s=tps,
-                             total_ms=(time.perf_counter() - t0) * 1000, cancelled=cancelled,
-                             finish_reason=finish_reason)
-        return Finished(text=text, usage=report)
+        return Finished(text=out.text, usage=cost.report(out, t0, t_decoded, time.perf_counter()))
 
     # -- pool <-> slot ---------------------------------------------------------------------
     def _rows(self, blocks, start: int, end: int) -> torch.Tensor:
