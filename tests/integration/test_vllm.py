@@ -21,7 +21,7 @@ from fimgate.bench.peers.vllm_servers import vllm_python, vllm_servers
 
 # the head of ../shared/traces/flask-60.jsonl, committed: CI has no ../shared (tests/data/README.md)
 from tests.conftest import HEAD_TRACE as TRACE
-from tests.conftest import ROOT
+from tests.conftest import ROOT, source_files
 
 # CI sets FIMGATE_REQUIRE_VLLM=1: there a missing vLLM environment is a failure, not a skip
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -105,10 +105,9 @@ def _plan(ids, user, session, pin_tokens=0, max_tokens=2, at_s=None):
 def _other_users_traffic(backend, tokenizer, tokens: int):
     """Distinct files from distinct users, until about `tokens` tokens went through the cache."""
     sent, i = 0, 0
-    files = sorted(os.path.join(d, f) for d in ("backend", "efim", "bench", "gateway") for f in os.listdir(
-        os.path.join(ROOT, d)) if f.endswith(".py"))
+    files = source_files()
     while sent < tokens:
-        ids = tokenizer.encode(open(os.path.join(ROOT, files[i % len(files)]), encoding="utf-8").read())[:600]
+        ids = tokenizer.encode(open(files[i % len(files)], encoding="utf-8").read())[:600]
         i += 1
         if len(ids) < 200:
             continue
@@ -119,7 +118,8 @@ def _other_users_traffic(backend, tokenizer, tokens: int):
 @pytest.mark.parametrize("pinned", [True, False])
 def test_a_pinned_session_keeps_its_blocks_through_other_users_traffic(servers, tokenizer, pinned):
     backend = _backend(servers[:1], tokenizer, pins=pinned)  # one server: all the traffic lands on it
-    mine = tokenizer.encode(open(os.path.join(ROOT, "backend", "engine.py"), encoding="utf-8").read())[:700]
+    engine_py = os.path.join(ROOT, "fimgate", "backend", "embedded", "engine.py")
+    mine = tokenizer.encode(open(engine_py, encoding="utf-8").read())[:700]
     user = f"typist-{pinned}"
     # a slow typist: keystrokes 7 s apart earn a pin of 4 x 7 s (fimgate/backend/pinning.py), which
     # outlives the burst of other users' traffic below (about 15 s here)
@@ -158,7 +158,7 @@ def gateway(servers):
 
 
 def test_the_same_document_from_two_users_never_shares_cached_tokens(gateway):
-    doc = open(os.path.join(ROOT, "backend", "block_tree.py"), encoding="utf-8").read()
+    doc = open(os.path.join(ROOT, "fimgate", "backend", "block_tree.py"), encoding="utf-8").read()
     cut = doc.index("    def match(")
     body = {"prompt": doc[:cut], "suffix": doc[cut:], "max_tokens": 4, "document": "block_tree.py"}
 
