@@ -229,6 +229,11 @@ class Backend(Protocol):
     @property
     def context_tokens(self) -> int | None: ...
 
+    # the embedded engine takes a warm-up as growing prefixes of its prompt (gateway/warmups.py)
+    chunked_warmups: bool
+
+    def stats(self) -> dict: ...  # cache and server figures for /health and /metrics (may be {})
+
     def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]: ...
 
     def pin(self, user_id: str, prompt_ids: tuple[int, ...], ttl_s: float) -> PinReceipt | None: ...

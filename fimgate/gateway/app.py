@@ -172,13 +172,13 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
 
     @app.get("/health")
     async def health():
-        stats = getattr(service.backend, "stats", lambda: {})()
+        stats = service.backend.stats()
         extra = {"servers": stats["servers"], "moves": stats["moves"]} if "servers" in stats else {}
         return {"status": "ok", "model": model_name, **extra}
 
     @app.get("/metrics")
     async def prometheus():
-        stats = getattr(service.backend, "stats", lambda: {})()
+        stats = service.backend.stats()
         metrics.pinned.set(stats.get("pinned_blocks", 0))
         metrics.used.set(stats.get("used_blocks", 0))
         metrics.users.set(stats.get("users", 0))

@@ -101,7 +101,7 @@ class CompletionService:
         try:
             if self.runner is None:
                 yield from self.backend.generate(plan, cancel)
-            elif job.warmup and getattr(self.backend, "chunked_warmups", False):
+            elif job.warmup and self.backend.chunked_warmups:
                 yield from run_chunked(plan, lambda p: self.runner.submit(lambda: self.backend.generate(p, cancel),
                                                                           priority=job.place), lambda: cancel.cancelled)
             else:

@@ -17,6 +17,10 @@ CASES = {"n": 0}
 class InstantBackend:
     model_name = "stand-in"
     context_tokens = 2048
+    chunked_warmups = False
+
+    def stats(self) -> dict:
+        return {}
 
     def __init__(self, tok):
         self.tokenizer = tok

@@ -61,6 +61,14 @@ class EngineConfig:
     cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (fimgate/backend/embedded/cuda_graphs.py)
     screened_head: bool = True  # greedy steps screen the output head in int8 (fimgate/backend/model/screened_head.py; CPU fp32)
 
+    def __post_init__(self) -> None:  # validated where it is built: a bad flag fails before a model loads
+        if self.dtype not in ("float32", "bfloat16", "int8"):
+            raise ValueError(f"unsupported dtype {self.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
+        if self.prefill_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"unsupported prefill dtype {self.prefill_dtype!r}: float32 or bfloat16")
+        if self.block_size < 1 or self.budget_tokens < self.block_size or self.num_slots < 1:
+            raise ValueError("the KV pool needs block_size >= 1, budget_tokens >= block_size and num_slots >= 1")
+
 
 class _Slot:
     def __init__(self, kv: KVBuffer) -> None:
@@ -105,11 +113,7 @@ class EmbeddedEngine:
         self.model_config = loaded.config
         self._name = loaded.name
         self._tokenizer = loaded.tokenizer
-        if config.dtype not in ("float32", "bfloat16", "int8"):
-            raise ValueError(f"unsupported dtype {config.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
-        if config.prefill_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"unsupported prefill dtype {config.prefill_dtype!r}: float32 or bfloat16")
         self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device, dtype=dtype,
                                 int8_weights=config.dtype == "int8", screened_head=config.screened_head,
                                 bf16_prompts=config.prefill_dtype == "bfloat16" and dtype == torch.float32)
