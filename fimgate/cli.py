@@ -84,7 +84,6 @@ def cmd_serve(a) -> int:
     except OSError as e:
         raise UserError(f"cannot listen on {a.host}:{a.port}: {e.strerror or e}") from None
     service = load_service(a)
-    service.request_timeout_s = a.request_timeout_s
     serve(service, sock, keys, read_timeout_s=a.read_timeout_s)
     return 0
 

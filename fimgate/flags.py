@@ -90,40 +90,54 @@ def engine_config(a):
     policy = (getattr(a, "pin_policy", "pin") or "pin").split(",")[0].strip()
     if policy not in POLICIES:
         raise UserError(f"unknown pin policy {policy!r}; known: {', '.join(POLICIES)}")
-    return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, budget_bytes=budget_bytes,
-                        device=a.device, pin_policy=policy, dtype=a.dtype,
-                        prefill_dtype=getattr(a, "prefill_dtype", "float32"),
-                        screened_head=getattr(a, "head", "screened") == "screened")
+    try:
+        return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, budget_bytes=budget_bytes,
+                            device=a.device, pin_policy=policy, dtype=a.dtype, prefill_dtype=a.prefill_dtype,
+                            screened_head=a.head == "screened")
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def service_config(a):
+    """The typed ServiceConfig of a command's flags and the environment ($FIMGATE_SALT_SECRET), built
+    and validated once; a bad flag is a UserError before any model loads."""
+    from fimgate.gateway.build import CORRECTION_SHARE, ServiceConfig
+
+    vllm, salts = vllm_config(a)
+    correction = getattr(a, "correction", None)
+    if vllm is not None and correction not in (None, "off"):
+        print("fimgate: the vLLM backend serves exact reuse only (prefix hits, EFIM appends): --correction "
+              "does not apply", file=sys.stderr)
+    share = CORRECTION_SHARE if correction is None else None if correction == "off" else correction
+    try:
+        return ServiceConfig(model=a.model, template=getattr(a, "template", None), engine=engine_config(a), vllm=vllm,
+                             salts=salts, correction=share, request_timeout_s=getattr(a, "request_timeout_s", None))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def _loading(build, config):
+    from fimgate.backend.base import BackendUnavailableError
+    from fimgate.backend.model.weights import ModelLoadError
+
+    try:
+        return build(config)
+    except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError) as e:
+        raise UserError(str(e)) from None
 
 
 def load_engine(a):
     """The backend for a command's --model, engine and --backend flags, or a UserError."""
-    from fimgate.backend.base import BackendUnavailableError
-    from fimgate.backend.model.weights import ModelLoadError
     from fimgate.gateway.build import build_backend
 
-    vllm, salts = vllm_config(a)
-    try:
-        return build_backend(a.model, engine_config(a), vllm, salts)
-    except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError) as e:
-        raise UserError(str(e)) from None
+    return _loading(build_backend, service_config(a))
 
 
 def load_service(a):
-    """Engine + planner for serve/complete, or a UserError."""
-    from fimgate.backend.base import BackendUnavailableError
-    from fimgate.backend.model.weights import ModelLoadError
-    from fimgate.gateway.build import CORRECTION_SHARE, build_service
+    """The CompletionService a command's flags describe (serve, complete, lsp), or a UserError."""
+    from fimgate.gateway.build import build_service
 
-    vllm, salts = vllm_config(a)
-    try:
-        if vllm is not None and a.correction not in (None, "off"):
-            print("fimgate: the vLLM backend serves exact reuse only (prefix hits, EFIM appends): --correction "
-                  "does not apply", file=sys.stderr)
-        share = CORRECTION_SHARE if a.correction is None else None if a.correction == "off" else a.correction
-        return build_service(a.model, a.template, engine_config(a), vllm=vllm, salts=salts, correction=share)
-    except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError) as e:
-        raise UserError(str(e)) from None
+    return _loading(build_service, service_config(a))
 
 
 def checked_strategies(a) -> list[str]:

@@ -1,6 +1,14 @@
-"""Build the service a command needs: the backend (embedded engine or vLLM servers), its FIM
-template, and the planner."""
+"""What a served path runs, as one typed object, and the service built from it.
+
+`ServiceConfig` is built once - from the command's flags and the environment by fimgate/flags.py,
+or directly by a caller - and validated where it is built; `build_service(config)` loads the backend
+(the embedded engine or vLLM servers), its FIM template and the planner. `serve`, `lsp` and
+`complete` all go through it, so they run the same thing for the same flags.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
 from fimgate.backend.model.bundled import resolve_model
@@ -9,32 +17,49 @@ from fimgate.efim.templates import TEMPLATES, template_for_model
 from fimgate.efim.window import WindowConfig
 from fimgate.gateway.service import CompletionService
 
+if TYPE_CHECKING:
+    from fimgate.backend.vllm.backend import VllmConfig
+    from fimgate.backend.vllm.cache_salt import CacheSalts
 
-def build_backend(model: str | None = None, engine: EngineConfig = EngineConfig(), vllm=None, salts=None):
-    """The embedded engine on `model`, or (vllm: a VllmConfig) vLLM servers, with `model` as the
-    tokenizer the planner uses - it must be the model the servers serve."""
-    path = resolve_model(model)
-    if vllm is None:
-        return EmbeddedEngine.from_path(path, engine)
+CORRECTION_SHARE = 0.15  # the default recompute share: docs/benchmarks.md, "Multi-line, and the default served"
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    model: str | None = None  # a GGUF file or HF folder; None: the bundled model (with vLLM: the tokenizer)
+    template: str | None = None  # None: from the model's name
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    window: WindowConfig = field(default_factory=WindowConfig)
+    vllm: VllmConfig | None = None  # serve from vLLM servers instead of the embedded engine
+    salts: CacheSalts | None = None  # their per-tenant cache salts
+    correction: float | None = CORRECTION_SHARE  # share of shifted tokens recomputed on a re-anchor; None: exact only
+    request_timeout_s: float | None = None  # a request still queued or running then is cancelled
+
+    def __post_init__(self) -> None:
+        if self.template is not None and self.template not in TEMPLATES:
+            raise ValueError(f"unknown template {self.template!r}; known: {', '.join(TEMPLATES)}")
+        if self.correction is not None and not 0 <= self.correction <= 1:
+            raise ValueError(f"--correction is a share of the shifted tokens, in [0, 1], not {self.correction}")
+        if self.vllm is not None and self.correction is not None:
+            # vLLM cannot place KV at a shifted position: there the exact classes are all there is
+            object.__setattr__(self, "correction", None)
+
+
+def build_backend(config: ServiceConfig):
+    """The embedded engine on `config.model`, or vLLM servers with `config.model` as the tokenizer
+    the planner uses - it must be the model the servers serve."""
+    path = resolve_model(config.model)
+    if config.vllm is None:
+        return EmbeddedEngine.from_path(path, config.engine)
     from fimgate.backend.model.weights import load_tokenizer
     from fimgate.backend.vllm.backend import VllmBackend
 
-    return VllmBackend(vllm, load_tokenizer(path), salts)
+    return VllmBackend(config.vllm, load_tokenizer(path), config.salts)
 
 
-CORRECTION_SHARE = 0.15  # the default recompute share: README, "Suffix-KV correction as served"
+def build_service(config: ServiceConfig = ServiceConfig()) -> CompletionService:
+    backend = build_backend(config)
+    template = TEMPLATES[config.template] if config.template else template_for_model(backend.model_name)
+    planner = EfimPlanner(backend.tokenizer, template, config.window, recompute_share=config.correction)
+    return CompletionService(backend, planner, request_timeout_s=config.request_timeout_s)
 
-
-def build_service(model: str | None = None, template: str | None = None, engine: EngineConfig = EngineConfig(),
-                  window: WindowConfig = WindowConfig(), vllm=None, salts=None,
-                  correction: float | None = CORRECTION_SHARE) -> CompletionService:
-    """correction: the share of shifted tokens recomputed on a re-anchor (None: exact classes
-    only). vLLM cannot place KV at a shifted position, so there it is always None."""
-    if template is not None and template not in TEMPLATES:
-        raise ValueError(f"unknown template {template!r}; known: {', '.join(TEMPLATES)}")
-    if correction is not None and not 0 <= correction <= 1:
-        raise ValueError(f"--correction is a share of the shifted tokens, in [0, 1], not {correction}")
-    backend = build_backend(model, engine, vllm, salts)
-    tmpl = TEMPLATES[template] if template else template_for_model(backend.model_name)
-    share = None if vllm is not None else correction
-    return CompletionService(backend, EfimPlanner(backend.tokenizer, tmpl, window, recompute_share=share))

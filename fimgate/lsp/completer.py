@@ -33,9 +33,9 @@ class HttpCompleter:
 class EmbeddedCompleter:
     def __init__(self, model: str | None, runner=None, build=None) -> None:
         """build: () -> CompletionService (the CLI's engine flags); else the `model` setting's."""
-        from fimgate.gateway.build import build_service
+        from fimgate.gateway.build import ServiceConfig, build_service
 
-        self.service = build() if build is not None and model is None else build_service(model)
+        self.service = build() if build is not None and model is None else build_service(ServiceConfig(model=model))
         self.service.runner = runner
 
     async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams,
