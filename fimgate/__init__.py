@@ -11,4 +11,5 @@
 
 Imports run one way: lsp, gateway -> efim -> backend -> kernels (tests/unit/test_layout.py).
 """
+
 __version__ = "0.1.0"

@@ -3,6 +3,7 @@
 Every user error (missing file, bad offset, non-UTF-8 text, missing model) ends with one line
 on stderr and exit status 2, never a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,7 @@ def cmd_serve(a) -> int:
     except (OSError, ValueError) as e:
         raise UserError(f"API keys: {e}") from None
     if keys is None and a.host not in ("127.0.0.1", "localhost", "::1"):
-        print("fimgate: warning: serving beyond loopback without --api-keys: anyone can name any user",
-              file=sys.stderr)
+        print("fimgate: warning: serving beyond loopback without --api-keys: anyone can name any user", file=sys.stderr)
     try:
         sock = bind(a.host, a.port)
     except OSError as e:
@@ -106,8 +106,9 @@ def cmd_lsp(a) -> int:
             token = secrets.token_urlsafe(24)
             print(f"fimgate: LSP clients must initialize with initializationOptions.token = {token}", file=sys.stderr)
     runner = MainThreadRunner()  # the embedded engine computes on the main thread (fimgate/backend/main_thread.py)
-    server = create_server(LspSettings(gateway=a.gateway, model=a.model), runner=runner, token=token,
-                           build=lambda: load_service(a))
+    server = create_server(
+        LspSettings(gateway=a.gateway, model=a.model), runner=runner, token=token, build=lambda: load_service(a)
+    )
     if a.tcp:
         target = lambda: server.start_tcp(host or "127.0.0.1", int(port))  # noqa: E731
     else:
@@ -139,10 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=DEFAULT_PORT)
     s.add_argument("--api-keys", default=None, metavar="FILE", help="'KEY USER' lines; requests then need a key")
-    s.add_argument("--request-timeout-s", type=float, default=60.0,
-                   help="a request still queued or generating after this long is cancelled")
-    s.add_argument("--read-timeout-s", type=float, default=10.0,
-                   help="a client must send its request headers, and then its body, within this long")
+    s.add_argument(
+        "--request-timeout-s", type=float, default=60.0, help="a request still queued or generating after this long is cancelled"
+    )
+    s.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=10.0,
+        help="a client must send its request headers, and then its body, within this long",
+    )
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("complete", help="one completion at a character offset of a file")
@@ -157,15 +163,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_complete)
 
     s = sub.add_parser("lsp", help="the language server (stdio, or --tcp HOST:PORT)")
-    s.add_argument("--gateway", default=None, help="use a running gateway (default: the embedded engine, with "
-                   "the same engine flags as serve)")
+    s.add_argument(
+        "--gateway",
+        default=None,
+        help="use a running gateway (default: the embedded engine, with the same engine flags as serve)",
+    )
     engine_args(s)
     service_args(s)
     backend_args(s)
-    s.add_argument("--tcp", default=None, metavar="HOST:PORT",
-                   help="listen on TCP (HOST defaults to 127.0.0.1); clients must send a token")
-    s.add_argument("--token-file", default=None, metavar="FILE",
-                   help="the TCP token (else $FIMGATE_LSP_TOKEN, else a random one printed at start)")
+    s.add_argument(
+        "--tcp", default=None, metavar="HOST:PORT", help="listen on TCP (HOST defaults to 127.0.0.1); clients must send a token"
+    )
+    s.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="the TCP token (else $FIMGATE_LSP_TOKEN, else a random one printed at start)",
+    )
     s.set_defaults(func=cmd_lsp)
 
     s = sub.add_parser("export-hf", help="write the model as a Hugging Face folder (for vLLM)")
@@ -190,4 +204,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-

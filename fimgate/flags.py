@@ -1,6 +1,7 @@
 """What `fimgate serve`, `complete`, `lsp` and `bench` share: the engine, service and backend flags,
 and the one place that turns them into a backend or a CompletionService. A bad flag or model is a
 UserError: one line on stderr and exit status 2, never a traceback."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,13 +21,25 @@ def engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-mb", type=float, default=None, help="KV block pool size in MiB (overrides --budget-tokens)")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "int8"],
-                   help="weights and KV cache; int8: int8 weights for one-token steps, fp32 otherwise (CPU)")
-    p.add_argument("--prefill-dtype", default="float32", choices=["float32", "bfloat16"],
-                   help="bfloat16: prompts of more than 4 tokens multiply by bf16 copies of the linears (CPU, AMX)")
-    p.add_argument("--head", default="screened", choices=["screened", "full"],
-                   help="greedy steps' output head: screened in int8, then the rows that can win in fp32 (same "
-                        "argmax), or the full fp32 head (CPU fp32)")
+    p.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16", "int8"],
+        help="weights and KV cache; int8: int8 weights for one-token steps, fp32 otherwise (CPU)",
+    )
+    p.add_argument(
+        "--prefill-dtype",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="bfloat16: prompts of more than 4 tokens multiply by bf16 copies of the linears (CPU, AMX)",
+    )
+    p.add_argument(
+        "--head",
+        default="screened",
+        choices=["screened", "full"],
+        help="greedy steps' output head: screened in int8, then the rows that can win in fp32 (same "
+        "argmax), or the full fp32 head (CPU fp32)",
+    )
 
 
 def correction_share(value: str) -> float | str:
@@ -45,22 +58,34 @@ def service_args(p: argparse.ArgumentParser) -> None:
     """What the served path takes beyond the engine: serve, complete and lsp alike."""
     from fimgate.gateway.build import CORRECTION_SHARE
 
-    p.add_argument("--correction", type=correction_share, default=None, metavar="SHARE|off",
-                   help="suffix-KV correction on re-anchors: re-rotate cached text that moved and recompute this "
-                        f"share of it (default {CORRECTION_SHARE}; 0: re-rotate only; off: exact reuse only)")
+    p.add_argument(
+        "--correction",
+        type=correction_share,
+        default=None,
+        metavar="SHARE|off",
+        help="suffix-KV correction on re-anchors: re-rotate cached text that moved and recompute this "
+        f"share of it (default {CORRECTION_SHARE}; 0: re-rotate only; off: exact reuse only)",
+    )
 
 
 def backend_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("vLLM backend (--backend vllm)")
-    g.add_argument("--backend", choices=["embedded", "vllm"], default="embedded",
-                   help="the embedded engine, or vLLM servers (--model then names their tokenizer)")
+    g.add_argument(
+        "--backend",
+        choices=["embedded", "vllm"],
+        default="embedded",
+        help="the embedded engine, or vLLM servers (--model then names their tokenizer)",
+    )
     g.add_argument("--vllm-url", default=None, metavar="URL[,URL...]", help="vLLM OpenAI-compatible servers")
     g.add_argument("--vllm-model", default=None, help="served model name (default: what the first server lists)")
     g.add_argument("--vllm-block-size", type=int, default=32, help="the servers' --block-size")
     g.add_argument("--vllm-cache-tokens", type=int, default=65536, help="KV tokens per server, for routing")
     g.add_argument("--vllm-pins", action="store_true", help="the servers load fimgate.backend.vllm.pin_connector")
-    g.add_argument("--salt-secret-file", default=None, help="secret for per-tenant cache salts "
-                   "(default: $FIMGATE_SALT_SECRET, else random per start)")
+    g.add_argument(
+        "--salt-secret-file",
+        default=None,
+        help="secret for per-tenant cache salts (default: $FIMGATE_SALT_SECRET, else random per start)",
+    )
     g.add_argument("--tenants", default=None, metavar="FILE", help="'USER TENANT' lines: users sharing a cache")
 
 
@@ -78,8 +103,9 @@ def vllm_config(a):
         salts = CacheSalts.from_files(a.salt_secret_file, a.tenants)
     except (OSError, ValueError) as e:
         raise UserError(f"cache salts: {e}") from None
-    return VllmConfig(urls=urls, model=a.vllm_model, block_size=a.vllm_block_size,
-                      capacity_tokens=a.vllm_cache_tokens, pins=a.vllm_pins), salts
+    return VllmConfig(
+        urls=urls, model=a.vllm_model, block_size=a.vllm_block_size, capacity_tokens=a.vllm_cache_tokens, pins=a.vllm_pins
+    ), salts
 
 
 def engine_config(a):
@@ -91,9 +117,16 @@ def engine_config(a):
     if policy not in POLICIES:
         raise UserError(f"unknown pin policy {policy!r}; known: {', '.join(POLICIES)}")
     try:
-        return EngineConfig(block_size=a.block_size, budget_tokens=a.budget_tokens, budget_bytes=budget_bytes,
-                            device=a.device, pin_policy=policy, dtype=a.dtype, prefill_dtype=a.prefill_dtype,
-                            screened_head=a.head == "screened")
+        return EngineConfig(
+            block_size=a.block_size,
+            budget_tokens=a.budget_tokens,
+            budget_bytes=budget_bytes,
+            device=a.device,
+            pin_policy=policy,
+            dtype=a.dtype,
+            prefill_dtype=a.prefill_dtype,
+            screened_head=a.head == "screened",
+        )
     except ValueError as e:
         raise UserError(str(e)) from None
 
@@ -106,12 +139,21 @@ def service_config(a):
     vllm, salts = vllm_config(a)
     correction = getattr(a, "correction", None)
     if vllm is not None and correction not in (None, "off"):
-        print("fimgate: the vLLM backend serves exact reuse only (prefix hits, EFIM appends): --correction "
-              "does not apply", file=sys.stderr)
+        print(
+            "fimgate: the vLLM backend serves exact reuse only (prefix hits, EFIM appends): --correction does not apply",
+            file=sys.stderr,
+        )
     share = CORRECTION_SHARE if correction is None else None if correction == "off" else correction
     try:
-        return ServiceConfig(model=a.model, template=getattr(a, "template", None), engine=engine_config(a), vllm=vllm,
-                             salts=salts, correction=share, request_timeout_s=getattr(a, "request_timeout_s", None))
+        return ServiceConfig(
+            model=a.model,
+            template=getattr(a, "template", None),
+            engine=engine_config(a),
+            vllm=vllm,
+            salts=salts,
+            correction=share,
+            request_timeout_s=getattr(a, "request_timeout_s", None),
+        )
     except ValueError as e:
         raise UserError(str(e)) from None
 

@@ -1,4 +1,5 @@
 """Shared fixtures: the bundled model's tokenizer and engine (loaded once per test run)."""
+
 from __future__ import annotations
 
 import os

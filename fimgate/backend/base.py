@@ -6,6 +6,7 @@ Python) can build requests and the gateway can read reports without loading an e
 A request's prompt is already tokenized. Token positions (`pos`) are indices into that list;
 character offsets never cross this boundary.
 """
+
 from __future__ import annotations
 
 import enum

@@ -25,6 +25,7 @@ time-to-live passes. Pinned blocks may take at most `pin_cap_share` of the budge
 would pass the cap releases the oldest pins first. This module imports no torch: storage is
 just an integer block id the engine maps to memory.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -81,8 +82,15 @@ def common_prefix(a, b) -> int:
 
 
 class BlockTree:
-    def __init__(self, num_blocks: int, block_size: int = 16, pin_cap_share: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic, eviction: str = "lru", seed: int = 0) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int = 16,
+        pin_cap_share: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+        eviction: str = "lru",
+        seed: int = 0,
+    ) -> None:
         if num_blocks < 1 or block_size < 1:
             raise ValueError("num_blocks and block_size must be positive")
         if eviction not in ("lru", "random"):
@@ -125,7 +133,7 @@ class BlockTree:
         pos = 0
         bs = self.block_size
         while node is not None and pos < len(tokens):
-            want = tokens[pos:pos + bs]
+            want = tokens[pos : pos + bs]
             child = node.children.get(want) if len(want) == bs else None
             if child is not None:
                 path.append(child)
@@ -171,7 +179,7 @@ class BlockTree:
         held: list[_Node] = []  # the path being extended must not be evicted under us
         try:
             while pos < len(tokens):
-                want = tokens[pos:pos + bs]
+                want = tokens[pos : pos + bs]
                 child = node.children.get(want)
                 if child is None:
                     child = self._extend_or_add(node, want, pos, writes)
@@ -260,8 +268,7 @@ class BlockTree:
             if n.pin_ref == 1:
                 self._num_pinned += 1
         self._touch(path)
-        receipt = PinReceipt(pin_id=next(self._pin_ids), user_id=user_id, num_blocks=len(path),
-                             expires_at=self._clock() + ttl_s)
+        receipt = PinReceipt(pin_id=next(self._pin_ids), user_id=user_id, num_blocks=len(path), expires_at=self._clock() + ttl_s)
         self._pins[receipt.pin_id] = (receipt, path)
         return receipt
 

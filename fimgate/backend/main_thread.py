@@ -9,6 +9,7 @@ serves compute instead: callers submit a generator job and read its events from 
                      for ev in events: ...          # blocks on the queue
     main thread:     runner.serve_forever()         # drives each generator to its end, in order
 """
+
 from __future__ import annotations
 
 import itertools
@@ -51,6 +52,7 @@ class MainThreadRunner:
                 if isinstance(item, _Failure):
                     raise item.exc
                 yield item
+
         return events()
 
     def serve_forever(self, until: Callable[[], bool] | None = None) -> None:

@@ -1,4 +1,5 @@
 """Two-column text files ('KEY USER', 'USER TENANT'): one pair a line, '#' comments."""
+
 from __future__ import annotations
 
 

@@ -12,6 +12,7 @@ Policies, to compare (`--pin-policy`):
     pin         LRU eviction + keystroke-aware pins
     random+pin  random eviction + keystroke-aware pins (the baseline any policy must beat)
 """
+
 from __future__ import annotations
 
 from collections import deque

@@ -16,6 +16,7 @@ the people are done; each run has new people, so each starts from the same cold 
 Reported per case: the people's TTFT p50 / p90 / p99 (client-side: the first streamed text) and
 p99 over "none"'s, the requests they got answered, and what the abuser sent.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,12 @@ def _free_port() -> int:
 
 def start_server(flags: list[str]) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port), *flags],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fimgate", "serve", "--port", str(port), *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while time.time() < deadline:
@@ -60,8 +65,15 @@ def start_server(flags: list[str]) -> tuple[subprocess.Popen, str]:
 
 
 def _ttft_ms(client: httpx.Client, url: str, user: str, r: TraceRequest, max_tokens: int) -> float | None:
-    body = {"prompt": r.text[:r.cursor], "suffix": r.text[r.cursor:], "max_tokens": max_tokens, "stop": ["\n"],
-            "stream": True, "user": user, "document": r.file}
+    body = {
+        "prompt": r.text[: r.cursor],
+        "suffix": r.text[r.cursor :],
+        "max_tokens": max_tokens,
+        "stop": ["\n"],
+        "stream": True,
+        "user": user,
+        "document": r.file,
+    }
     sent = time.perf_counter()
     try:
         with client.stream("POST", url + "/v1/completions", json=body) as resp:
@@ -107,9 +119,18 @@ class Abuser(threading.Thread):
     def _huge_context(self) -> None:
         def one(client):
             text = f"q = {self.sent}\n" * 150_000  # ~900 KB, different every time: a re-anchor each
-            client.post(self.url + "/infill", json={"input_prefix": "def f(x):\n    return ", "input_suffix": "\n",
-                                                    "n_predict": 8, "user": "abuser", "filename": "b.py",
-                                                    "input_extra": [{"filename": "a.py", "text": text}]})
+            client.post(
+                self.url + "/infill",
+                json={
+                    "input_prefix": "def f(x):\n    return ",
+                    "input_suffix": "\n",
+                    "n_predict": 8,
+                    "user": "abuser",
+                    "filename": "b.py",
+                    "input_extra": [{"filename": "a.py", "text": text}],
+                },
+            )
+
         self._loop(one)
 
     def _long_heal(self) -> None:
@@ -124,6 +145,7 @@ class Abuser(threading.Thread):
                 client.post(self.url + "/v1/completions", json=body, timeout=0.5)
             except httpx.TimeoutException:
                 pass
+
         self._loop(one)
 
     def _held_sockets(self, count: int, head: bytes, drip: bytes | None) -> None:
@@ -169,6 +191,7 @@ class Abuser(threading.Thread):
             for _ in range(10):
                 yield block
             yield b'"}'
+
         self._loop(lambda client: client.post(self.url + "/v1/completions", content=chunks()))
 
 
@@ -179,17 +202,17 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-def run_case(url: str, case: str, slices: list[list[TraceRequest]], max_tokens: int, gap_s: float,
-             run_no: int = 0) -> dict:
+def run_case(url: str, case: str, slices: list[list[TraceRequest]], max_tokens: int, gap_s: float, run_no: int = 0) -> dict:
     abuser = Abuser(url, case) if case != "none" else None
     if abuser is not None:
         abuser.start()
         time.sleep(1.0)  # the abuse is under way before the people start
     results: list[list] = [[] for _ in slices]
     # new people each run: every case starts from the same cold cache, none inherits another's
-    people = [threading.Thread(target=_person, args=(url, f"{case}#{run_no}/person{k}", part, max_tokens, gap_s,
-                                                     results[k]))
-              for k, part in enumerate(slices)]
+    people = [
+        threading.Thread(target=_person, args=(url, f"{case}#{run_no}/person{k}", part, max_tokens, gap_s, results[k]))
+        for k, part in enumerate(slices)
+    ]
     t0 = time.perf_counter()
     for p in people:
         p.start()
@@ -203,18 +226,29 @@ def run_case(url: str, case: str, slices: list[list[TraceRequest]], max_tokens: 
     answered = [t for t in ttfts if t is not None]
     # an unanswered request sorts last: percentiles over answered ones only would reward failing
     ranked = answered + [float("inf")] * (len(ttfts) - len(answered))
-    return {"case": case, "requests": len(ttfts), "answered": len(answered), "seconds": round(took, 1),
-            "ttft_ms": {f"p{q}": _round(_percentile(ranked, q)) for q in (50, 90, 99)},
-            "ttft_ms_mean": _round(statistics.fmean(answered)) if answered else None,
-            "abuser_sent": abuser.sent if abuser is not None else 0}
+    return {
+        "case": case,
+        "requests": len(ttfts),
+        "answered": len(answered),
+        "seconds": round(took, 1),
+        "ttft_ms": {f"p{q}": _round(_percentile(ranked, q)) for q in (50, 90, 99)},
+        "ttft_ms_mean": _round(statistics.fmean(answered)) if answered else None,
+        "abuser_sent": abuser.sent if abuser is not None else 0,
+    }
 
 
 def _round(x: float | None) -> float | None:
     return None if x is None else (x if x == float("inf") else round(x, 1))
 
 
-def run(slices: list[list[TraceRequest]], cases: list[str], flags: list[str], max_tokens: int = 16,
-        gap_s: float = 0.15, progress=print) -> dict:
+def run(
+    slices: list[list[TraceRequest]],
+    cases: list[str],
+    flags: list[str],
+    max_tokens: int = 16,
+    gap_s: float = 0.15,
+    progress=print,
+) -> dict:
     proc, url = start_server(flags)
     try:
         rows = []
@@ -231,5 +265,11 @@ def run(slices: list[list[TraceRequest]], cases: list[str], flags: list[str], ma
     for r in rows:
         p99 = r["ttft_ms"]["p99"]
         r["p99_vs_none"] = round(p99 / base, 2) if base and p99 not in (None, float("inf")) else None
-    return {"server_flags": flags, "people": len(slices), "requests_per_person": len(slices[0]) if slices else 0,
-            "max_tokens": max_tokens, "gap_s": gap_s, "cases": rows}
+    return {
+        "server_flags": flags,
+        "people": len(slices),
+        "requests_per_person": len(slices[0]) if slices else 0,
+        "max_tokens": max_tokens,
+        "gap_s": gap_s,
+        "cases": rows,
+    }

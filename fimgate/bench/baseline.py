@@ -5,6 +5,7 @@ cursor, 64 lines after, re-cut on every request, laid out PSM (`<PRE> P <SUF> S 
 exact prefix caching (vLLM, SGLang) everything from the cursor onwards is prefilled again on
 every keystroke, and every Enter deep in a file moves the window's head.
 """
+
 from __future__ import annotations
 
 from fimgate.backend.base import Tokenizer
@@ -34,7 +35,10 @@ def psm_window(text: str, cursor: int) -> tuple[str, str]:
 def psm_prompt(tok: Tokenizer, template: FimTemplate, text: str, cursor: int) -> tuple[int, ...]:
     """PSM prompt ids; for a family without FIM tokens, its file separator marks the three parts."""
     prefix, suffix = psm_window(text, cursor)
-    pre, suf, mid = (template.prefix, template.suffix, template.middle) if template.prefix else (
-        template.file_sep, template.file_sep, template.file_sep)
+    pre, suf, mid = (
+        (template.prefix, template.suffix, template.middle)
+        if template.prefix
+        else (template.file_sep, template.file_sep, template.file_sep)
+    )
     ids = [tok.token_id(pre)] + tok.encode(prefix) + [tok.token_id(suf)] + tok.encode(suffix) + [tok.token_id(mid)]
     return tuple(ids)

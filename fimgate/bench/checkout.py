@@ -1,9 +1,10 @@
 """Where the source checkout and its sibling `../shared` are, for benchmarks run from a clone.
 
-    CHECKOUT/               the repository (or, installed from a wheel, site-packages' parent)
-      fimgate/              PACKAGE_DIR
-    CHECKOUT/../shared/     SHARED (traces, HumanEval, repositories; $FIMGATE_SHARED overrides)
+CHECKOUT/               the repository (or, installed from a wheel, site-packages' parent)
+  fimgate/              PACKAGE_DIR
+CHECKOUT/../shared/     SHARED (traces, HumanEval, repositories; $FIMGATE_SHARED overrides)
 """
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """`fimgate bench ...`: the benchmark subcommands' flags. The CLI's dispatcher (fimgate/cli.py) adds
 them with add_parsers(); what each runs is in bench/commands.py and bench/replay_command.py."""
+
 from __future__ import annotations
 
 from fimgate.bench.commands import (
@@ -34,30 +35,52 @@ def add_parsers(b) -> None:
     s.add_argument("--debounce-ms", type=float, default=150.0)
     s.add_argument("--limit-requests", type=int, default=None)
     s.add_argument("--users", type=int, default=1)
-    s.add_argument("--time-scale", type=float, default=1.0,
-                   help="stretch the trace's gaps (many simulated people on one small engine)")
+    s.add_argument(
+        "--time-scale", type=float, default=1.0, help="stretch the trace's gaps (many simulated people on one small engine)"
+    )
     s.add_argument("--max-tokens", type=int, default=16, help="tokens generated per request")
     s.add_argument("--prewarm", action="store_true", help="warm the cache when a file opens or the cursor jumps")
-    s.add_argument("--schedule", choices=["consecutive", "office"], default="consecutive",
-                   help="consecutive: person k types the k-th slice of the trace from t=0; office: people type a "
-                        "file's session, then read (fimgate/bench/workloads/office.py)")
+    s.add_argument(
+        "--schedule",
+        choices=["consecutive", "office"],
+        default="consecutive",
+        help="consecutive: person k types the k-th slice of the trace from t=0; office: people type a "
+        "file's session, then read (fimgate/bench/workloads/office.py)",
+    )
     s.add_argument("--think-s", default="30,90", help="office: reading pause between sessions, seconds (range)")
     s.add_argument("--reads", type=int, default=1, help="office: other files opened (pre-warmed) per pause")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--typing-first", action="store_true",
-                   help="typing requests go before queued warm-ups, which prefill in 64-token chunks")
-    s.add_argument("--warmup-yield-ms", type=float, default=None,
-                   help="warm-ups in 64-token chunks, yielding to typing for this long, then in arrival order "
-                        "(the gateway's policy; default: FIFO, warm-ups whole)")
+    s.add_argument(
+        "--typing-first", action="store_true", help="typing requests go before queued warm-ups, which prefill in 64-token chunks"
+    )
+    s.add_argument(
+        "--warmup-yield-ms",
+        type=float,
+        default=None,
+        help="warm-ups in 64-token chunks, yielding to typing for this long, then in arrival order "
+        "(the gateway's policy; default: FIFO, warm-ups whole)",
+    )
     s.add_argument("--pin-policy", default="pin", help="none, lru-only, pin, random+pin; several (comma) compare them")
     s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")
     s.add_argument("--plot", default=None, metavar="OUT.png")
-    s.add_argument("--dump-outcomes", default=None, metavar="OUT.jsonl",
-                   help="write every request's outcome (one JSON line each, with its strategy label)")
-    s.add_argument("--peers", default=None, metavar="llama.cpp,vllm",
-                   help="also replay no-cache/psm-prefix/efim on these engines (fimgate/bench/peers/registry.py)")
-    s.add_argument("--peer-prewarm", choices=["same", "none"], default="same",
-                   help="none: peers get the typing requests only, as a server nobody pre-warms (with --prewarm)")
+    s.add_argument(
+        "--dump-outcomes",
+        default=None,
+        metavar="OUT.jsonl",
+        help="write every request's outcome (one JSON line each, with its strategy label)",
+    )
+    s.add_argument(
+        "--peers",
+        default=None,
+        metavar="llama.cpp,vllm",
+        help="also replay no-cache/psm-prefix/efim on these engines (fimgate/bench/peers/registry.py)",
+    )
+    s.add_argument(
+        "--peer-prewarm",
+        choices=["same", "none"],
+        default="same",
+        help="none: peers get the typing requests only, as a server nobody pre-warms (with --prewarm)",
+    )
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_replay)
 
@@ -73,16 +96,29 @@ def add_parsers(b) -> None:
     s.add_argument("--dataset", choices=["single-line", "multi-line"], default="single-line")
     s.add_argument("--limit", type=int, default=None, help="problems, spread evenly over the set")
     s.add_argument("--strategies", default="no-cache,efim")
-    s.add_argument("--perturb", choices=["edit-above"], default=None,
-                   help="cache the file, then insert a line above the hole before asking")
+    s.add_argument(
+        "--perturb", choices=["edit-above"], default=None, help="cache the file, then insert a line above the hole before asking"
+    )
     s.add_argument("--max-tokens", type=int, default=128)
     s.add_argument("--data-dir", default=None)
-    s.add_argument("--compare-dtype", choices=["float32", "bfloat16", "int8"], default=None,
-                   help="run again with this --dtype and report the share of identical completions")
-    s.add_argument("--compare-prefill-dtype", choices=["float32", "bfloat16"], default=None,
-                   help="run again with this --prefill-dtype (and --compare-dtype, if given)")
-    s.add_argument("--peers", default=None, metavar="llama.cpp,vllm",
-                   help="run no-cache/efim on these engines too, with the share of completions identical to fimgate's")
+    s.add_argument(
+        "--compare-dtype",
+        choices=["float32", "bfloat16", "int8"],
+        default=None,
+        help="run again with this --dtype and report the share of identical completions",
+    )
+    s.add_argument(
+        "--compare-prefill-dtype",
+        choices=["float32", "bfloat16"],
+        default=None,
+        help="run again with this --prefill-dtype (and --compare-dtype, if given)",
+    )
+    s.add_argument(
+        "--peers",
+        default=None,
+        metavar="llama.cpp,vllm",
+        help="run no-cache/efim on these engines too, with the share of completions identical to fimgate's",
+    )
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_quality)
 
@@ -91,8 +127,9 @@ def add_parsers(b) -> None:
     backend_args(s)
     s.add_argument("--prefill-tokens", type=int, default=1000)
     s.add_argument("--cached-tokens", type=int, default=2000)
-    s.add_argument("--peers", default=None, metavar="llama.cpp,vllm",
-                   help="measure these engines too (fimgate/bench/peers/registry.py)")
+    s.add_argument(
+        "--peers", default=None, metavar="llama.cpp,vllm", help="measure these engines too (fimgate/bench/peers/registry.py)"
+    )
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_engine)
 
@@ -108,8 +145,12 @@ def add_parsers(b) -> None:
     s.add_argument("trace", nargs="?", default=None, help="keystroke trace (default: the committed flask-60 head)")
     s.add_argument("--users", type=int, default=2, help="people typing at once")
     s.add_argument("--requests", type=int, default=30, help="requests per person")
-    s.add_argument("--cases", default=None, help="abuse cases, comma-separated (default: 'none', the reference "
-                   "run, every case, then 'none' again: fimgate/bench/abuse.py)")
+    s.add_argument(
+        "--cases",
+        default=None,
+        help="abuse cases, comma-separated (default: 'none', the reference "
+        "run, every case, then 'none' again: fimgate/bench/abuse.py)",
+    )
     s.add_argument("--serve-flags", default="", help="flags for the fimgate serve under test, e.g. '--dtype int8'")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_abuse)

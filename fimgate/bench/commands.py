@@ -1,5 +1,6 @@
 """The `fimgate bench` commands but replay (bench/replay_command.py): what each runs, and the
 helpers they share (peers, precision labels, writing the result)."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,7 @@ def cmd_bench_prefill(a) -> int:
         raise UserError(str(e)) from None
     tmpl = TEMPLATES[a.template] if a.template else template_for_model(os.path.basename(path))
     result = count_prefill(reqs, tok, tmpl, WindowConfig(step_lines=a.step_lines))
-    result["settings"] = {"trace": a.trace, "debounce_ms": a.debounce_ms, "template": tmpl.name,
-                          "step_lines": a.step_lines}
+    result["settings"] = {"trace": a.trace, "debounce_ms": a.debounce_ms, "template": tmpl.name, "step_lines": a.step_lines}
     emit(result, a.json)
     return 0
 
@@ -59,8 +59,9 @@ def open_peers(a, engine):
     names = peer_names(a)
     stack = contextlib.ExitStack()
     try:
-        peers = stack.enter_context(open_peers(names, resolve_model(a.model) if names else "", engine.tokenizer,
-                                               engine.model_name))
+        peers = stack.enter_context(
+            open_peers(names, resolve_model(a.model) if names else "", engine.tokenizer, engine.model_name)
+        )
     except (RuntimeError, FileNotFoundError) as e:
         raise UserError(f"peers: {e}") from None
     with stack:
@@ -72,8 +73,7 @@ def cmd_bench_engine(a) -> int:
 
     peer_names(a)
     engine = load_engine(a)
-    result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens,
-                                                    cached_tokens=a.cached_tokens)}
+    result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)}
     with open_peers(a, engine) as peers:
         if peers:
             result = {"fimgate": result}
@@ -94,8 +94,9 @@ def cmd_bench_abuse(a) -> int:
     cases = [c.strip() for c in (a.cases or ",".join(DEFAULT_RUNS)).split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown or a.users < 1 or a.requests < 1:
-        raise UserError(f"unknown cases {unknown}; known: {', '.join(CASES)}" if unknown
-                        else "--users and --requests must be >= 1")
+        raise UserError(
+            f"unknown cases {unknown}; known: {', '.join(CASES)}" if unknown else "--users and --requests must be >= 1"
+        )
     path = a.trace or str(CHECKOUT / "tests" / "data" / "flask-60-head.jsonl")
     try:
         typing = [r for r in debounced_requests(read_events(path)) if not r.prewarm]
@@ -103,7 +104,7 @@ def cmd_bench_abuse(a) -> int:
         raise UserError(f"trace {path}: {e}") from None
     if len(typing) < a.users * a.requests:
         raise UserError(f"{path} has {len(typing)} typing requests; --users x --requests needs {a.users * a.requests}")
-    slices = [typing[k * a.requests:(k + 1) * a.requests] for k in range(a.users)]
+    slices = [typing[k * a.requests : (k + 1) * a.requests] for k in range(a.users)]
     result = run(slices, cases, shlex.split(a.serve_flags), progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps(result, indent=2))
     if a.json:
@@ -149,8 +150,18 @@ def cmd_bench_make_trace(a) -> int:
     except (TraceBuildError, OSError, ValueError) as e:
         raise UserError(str(e)) from None
     kinds = {k: sum(e["type"] == k for e in events) for k in ("commit", "open", "insert", "delete", "move", "checkpoint")}
-    print(json.dumps({"out": a.out, "events": len(events), **kinds, "minutes": round(events[-1]["t"] / 60000, 1),
-                      "requests_at_150ms": reqs}, indent=2))
+    print(
+        json.dumps(
+            {
+                "out": a.out,
+                "events": len(events),
+                **kinds,
+                "minutes": round(events[-1]["t"] / 60000, 1),
+                "requests_at_150ms": reqs,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -168,8 +179,9 @@ def cmd_bench_quality(a) -> int:
 
     strategies = checked_strategies(a)
     check_peer_strategies(a, strategies)
-    b = argparse.Namespace(**{**vars(a), "dtype": a.compare_dtype or a.dtype,
-                              "prefill_dtype": a.compare_prefill_dtype or a.prefill_dtype})
+    b = argparse.Namespace(
+        **{**vars(a), "dtype": a.compare_dtype or a.dtype, "prefill_dtype": a.compare_prefill_dtype or a.prefill_dtype}
+    )
     if (a.compare_dtype or a.compare_prefill_dtype) and precision(b) == precision(a):
         raise UserError(f"--compare-dtype/--compare-prefill-dtype name the precision already measured ({precision(a)})")
     try:
@@ -182,8 +194,16 @@ def cmd_bench_quality(a) -> int:
     tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
 
     def run(e, names):
-        return run_quality(e, tmpl, problems, names, single_line=a.dataset == "single-line", max_tokens=a.max_tokens,
-                           perturb=a.perturb, keep_completions=True)
+        return run_quality(
+            e,
+            tmpl,
+            problems,
+            names,
+            single_line=a.dataset == "single-line",
+            max_tokens=a.max_tokens,
+            perturb=a.perturb,
+            keep_completions=True,
+        )
 
     def compare(other: dict, names: list[str], label: str) -> dict:
         for s in names:
@@ -195,8 +215,9 @@ def cmd_bench_quality(a) -> int:
     peer_results = {}
     with open_peers(a, engine) as peers:  # the same problems on other engines, completion by completion
         for name, peer in peers.items():
-            peer_results[name] = compare(run(peer, peer_strategies(strategies)), peer_strategies(strategies),
-                                         f"fimgate_{precision(a)}")
+            peer_results[name] = compare(
+                run(peer, peer_strategies(strategies)), peer_strategies(strategies), f"fimgate_{precision(a)}"
+            )
     compared = a.compare_dtype or a.compare_prefill_dtype
     if compared:  # the same problems on weights of another precision
         del engine
@@ -205,13 +226,20 @@ def cmd_bench_quality(a) -> int:
     elif peer_results:
         result = {"fimgate": result}
     result.update(peer_results)
-    for per_strategy in (result.values() if compared or peer_results else [result]):
+    for per_strategy in result.values() if compared or peer_results else [result]:
         for row in per_strategy.values():
             row.pop("completions", None)
-    result["settings"] = {"dataset": a.dataset, "problems": len(problems), "template": tmpl.name,
-                          "model": model_name, "perturb": a.perturb,
-                          "dtype": a.dtype, "prefill_dtype": a.prefill_dtype, "compare_dtype": a.compare_dtype,
-                          "compare_prefill_dtype": a.compare_prefill_dtype}
+    result["settings"] = {
+        "dataset": a.dataset,
+        "problems": len(problems),
+        "template": tmpl.name,
+        "model": model_name,
+        "perturb": a.perturb,
+        "dtype": a.dtype,
+        "prefill_dtype": a.prefill_dtype,
+        "compare_dtype": a.compare_dtype,
+        "compare_prefill_dtype": a.compare_prefill_dtype,
+    }
     emit(result, a.json)
     return 0
 

@@ -6,6 +6,7 @@
   for; its time to first token is compared with one decode step (goal: within 2 steps).
 Medians of a few repeats; each measurement uses a fresh user so nothing is shared by accident.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -41,7 +42,7 @@ def measure(engine, prefill_tokens: int = 1000, cached_tokens: int = 2000) -> di
     for i in range(REPEATS):
         user = f"a{i}"
         _run(engine, ids[:cached_tokens], user, 0)
-        u = _run(engine, ids[:cached_tokens + 1], user, 32)
+        u = _run(engine, ids[: cached_tokens + 1], user, 32)
         prefilled.append(u.prefilled_tokens)  # 1 on the embedded engine; vLLM caches whole blocks only
         append.append(u.ttft_ms)
         long_.append(u.decode_tokens_per_s)
@@ -66,7 +67,9 @@ def compare(ours: dict, peer: dict) -> dict:
     (goals >= 1 and >= 0.5)."""
     ratio = lambda a, b: round(a / b, 2) if a and b else None  # noqa: E731
     long_key = f"decode_tokens_per_s_at_{ours['cached_tokens']}"
-    return {"append_1_token_ttft": ratio(ours["append_1_token_ttft_ms"], peer["append_1_token_ttft_ms"]),
-            "prefill_tokens_per_s": ratio(ours["prefill_tokens_per_s"], peer["prefill_tokens_per_s"]),
-            "decode_tokens_per_s_at_32": ratio(ours["decode_tokens_per_s_at_32"], peer["decode_tokens_per_s_at_32"]),
-            long_key: ratio(ours[long_key], peer.get(long_key))}
+    return {
+        "append_1_token_ttft": ratio(ours["append_1_token_ttft_ms"], peer["append_1_token_ttft_ms"]),
+        "prefill_tokens_per_s": ratio(ours["prefill_tokens_per_s"], peer["prefill_tokens_per_s"]),
+        "decode_tokens_per_s_at_32": ratio(ours["decode_tokens_per_s_at_32"], peer["decode_tokens_per_s_at_32"]),
+        long_key: ratio(ours[long_key], peer.get(long_key)),
+    }

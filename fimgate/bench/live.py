@@ -4,6 +4,7 @@ Each person's requests go out at their trace times over HTTP (`/v1/completions`,
 with user and document), so the gateway's own cancel-previous, caching and queueing are what
 is measured. Time to first token is the wall time to the first streamed text.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,8 +20,15 @@ from fimgate.bench.workloads.trace import TraceRequest
 async def _one(client: httpx.AsyncClient, url: str, k: int, r: TraceRequest, t0: float, max_tokens: int) -> Outcome:
     await asyncio.sleep(max(0.0, t0 + r.t_ms / 1000 - time.perf_counter()))
     sent = time.perf_counter()
-    body = {"prompt": r.text[: r.cursor], "suffix": r.text[r.cursor:], "max_tokens": 0 if r.prewarm else max_tokens,
-            "stop": ["\n"], "stream": True, "user": f"live{k}", "document": r.file}
+    body = {
+        "prompt": r.text[: r.cursor],
+        "suffix": r.text[r.cursor :],
+        "max_tokens": 0 if r.prewarm else max_tokens,
+        "stop": ["\n"],
+        "stream": True,
+        "user": f"live{k}",
+        "document": r.file,
+    }
     ttft = None
     text = []
     usage = {}
@@ -40,10 +48,23 @@ async def _one(client: httpx.AsyncClient, url: str, k: int, r: TraceRequest, t0:
     latency = (time.perf_counter() - sent) * 1000
     cached = usage.get("cached_tokens", {})
     late = ttft is None or (r.next_event_ms is not None and r.t_ms + ttft > r.next_event_ms)
-    return Outcome(k, ttft, latency, late and not r.prewarm, bool(usage.get("cancelled")), False,
-                   usage.get("prompt_tokens", 0), cached.get("prefix", 0), cached.get("shifted", 0),
-                   usage.get("recomputed_tokens", 0), usage.get("prefilled_tokens", 0), "", "".join(text),
-                   r.typed_next, prewarm=r.prewarm)
+    return Outcome(
+        k,
+        ttft,
+        latency,
+        late and not r.prewarm,
+        bool(usage.get("cancelled")),
+        False,
+        usage.get("prompt_tokens", 0),
+        cached.get("prefix", 0),
+        cached.get("shifted", 0),
+        usage.get("recomputed_tokens", 0),
+        usage.get("prefilled_tokens", 0),
+        "",
+        "".join(text),
+        r.typed_next,
+        prewarm=r.prewarm,
+    )
 
 
 async def _replay(url: str, slices: list[list[TraceRequest]], max_tokens: int) -> list[Outcome]:

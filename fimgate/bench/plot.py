@@ -1,4 +1,5 @@
 """The replay figure: time-to-first-token CDF per strategy, and prefilled tokens per request."""
+
 from __future__ import annotations
 
 

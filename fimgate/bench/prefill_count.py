@@ -4,6 +4,7 @@ No model runs: a prompt's prefilled tokens are its length minus its longest comm
 any of the session's recent prompts (an exact prefix cache that keeps the last few). This is
 the planner's own claim, free of engine speed: `fimgate bench prefill TRACE`.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -28,8 +29,9 @@ def summarize(values: list[int]) -> dict:
     return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99), "mean": round(statistics.fmean(s), 2)}
 
 
-def count_prefill(requests: list[TraceRequest], tok: Tokenizer, template: FimTemplate,
-                  window: WindowConfig = WindowConfig()) -> dict:
+def count_prefill(
+    requests: list[TraceRequest], tok: Tokenizer, template: FimTemplate, window: WindowConfig = WindowConfig()
+) -> dict:
     planner = EfimPlanner(tok, template, window)
     recent: dict[tuple[str, str], deque] = defaultdict(lambda: deque(maxlen=KEEP_PROMPTS))
     out = {"psm-prefix": {"prompt": [], "prefilled": []}, "efim": {"prompt": [], "prefilled": []}}

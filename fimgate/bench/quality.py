@@ -10,6 +10,7 @@ the cache:
   shift-only re-rotates it, efim+correction:S re-rotates it and recomputes a share S of it.
 Greedy decoding throughout, so differences come from the prompt and the cache alone.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -50,18 +51,23 @@ def edit_above(problem: Problem) -> Problem:
     return Problem(problem.task_id, edited, problem.suffix, problem.canonical, problem.test, problem.entry_point)
 
 
-def complete(engine, strategy: Strategy, problem: Problem, single_line: bool, max_tokens: int,
-             perturb: str | None = None) -> tuple[str, Finished, Problem]:
-    sampling = SamplingParams(max_tokens=max_tokens,
-                              stop=("\n",) if single_line else ("\n\n\n", "\ndef ", "\nif __name__"))
+def complete(
+    engine, strategy: Strategy, problem: Problem, single_line: bool, max_tokens: int, perturb: str | None = None
+) -> tuple[str, Finished, Problem]:
+    sampling = SamplingParams(max_tokens=max_tokens, stop=("\n",) if single_line else ("\n\n\n", "\ndef ", "\nif __name__"))
     warm_sampling = SamplingParams(max_tokens=0)
     user, doc = f"q{next(_users)}", problem.task_id
     asked = problem
     if perturb == "edit-above":
         asked = edit_above(problem)
         if strategy.kind != "no-cache":  # the unedited file was cached first
-            last_finished(engine.generate(strategy.plan(
-                user, EditorState(user, doc, problem.prompt + problem.suffix, len(problem.prompt)), warm_sampling)))
+            last_finished(
+                engine.generate(
+                    strategy.plan(
+                        user, EditorState(user, doc, problem.prompt + problem.suffix, len(problem.prompt)), warm_sampling
+                    )
+                )
+            )
     elif perturb is not None:
         raise ValueError(f"unknown perturbation {perturb!r}; known: edit-above")
     elif strategy.kind not in ("no-cache", "psm-prefix"):
@@ -69,17 +75,27 @@ def complete(engine, strategy: Strategy, problem: Problem, single_line: bool, ma
         for _ in range(TYPED_LINES + 1):
             start = problem.prompt.rfind("\n", 0, max(0, start - 1)) + 1
         typed_from = problem.prompt[:start]
-        last_finished(engine.generate(strategy.plan(
-            user, EditorState(user, doc, typed_from + problem.suffix, len(typed_from)), warm_sampling)))
+        last_finished(
+            engine.generate(
+                strategy.plan(user, EditorState(user, doc, typed_from + problem.suffix, len(typed_from)), warm_sampling)
+            )
+        )
     text = asked.prompt + asked.suffix
-    final = last_finished(engine.generate(strategy.plan(user, EditorState(user, doc, text, len(asked.prompt)),
-                                                        sampling)))
+    final = last_finished(engine.generate(strategy.plan(user, EditorState(user, doc, text, len(asked.prompt)), sampling)))
     return _cut(final.text, asked, single_line), final, asked
 
 
-def run_quality(engine, template, problems: list[Problem], strategies: list[str], single_line: bool,
-                max_tokens: int = 128, perturb: str | None = None, progress: bool = True,
-                keep_completions: bool = False) -> dict:
+def run_quality(
+    engine,
+    template,
+    problems: list[Problem],
+    strategies: list[str],
+    single_line: bool,
+    max_tokens: int = 128,
+    perturb: str | None = None,
+    progress: bool = True,
+    keep_completions: bool = False,
+) -> dict:
     result = {}
     for name in strategies:
         strategy = Strategy(name, engine.tokenizer, template)
@@ -88,16 +104,18 @@ def run_quality(engine, template, problems: list[Problem], strategies: list[str]
         t0 = time.time()
         for i, p in enumerate(problems):
             completion, final, asked = complete(engine, strategy, p, single_line, max_tokens, perturb)
-            rows.append({
-                "passed": run_program(asked.program(completion)),
-                "exact": completion.strip() == p.canonical.strip(),
-                "similarity": edit_similarity(completion.strip(), p.canonical.strip()),
-                "prefilled": final.usage.prefilled_tokens,
-                "cached": final.usage.cached_tokens,
-                "shifted": final.usage.shifted_cached_tokens,
-                "recomputed": final.usage.recomputed_tokens,
-                "completion": completion,
-            })
+            rows.append(
+                {
+                    "passed": run_program(asked.program(completion)),
+                    "exact": completion.strip() == p.canonical.strip(),
+                    "similarity": edit_similarity(completion.strip(), p.canonical.strip()),
+                    "prefilled": final.usage.prefilled_tokens,
+                    "cached": final.usage.cached_tokens,
+                    "shifted": final.usage.shifted_cached_tokens,
+                    "recomputed": final.usage.recomputed_tokens,
+                    "completion": completion,
+                }
+            )
             if progress and sys.stderr.isatty():
                 print(f"\r{name}: {i + 1}/{len(problems)}", end="", file=sys.stderr)
         if progress and sys.stderr.isatty():

@@ -2,6 +2,7 @@
 CPU vs CUDA equivalence (tests/unit/test_engine_cuda.py) and engine speed where the bundled
 GGUF cannot travel (the GPU machine: fimgate/bench/micro/gpu_engine.py). Speed does not depend on the weights'
 values; quality does, and is never measured on these."""
+
 from __future__ import annotations
 
 import torch
@@ -27,10 +28,20 @@ def byte_tokenizer() -> HFTokenizer:
 
 def tiny_config(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2) -> ModelConfig:
     head_dim = hidden // heads
-    return ModelConfig(arch="llama", vocab_size=257, hidden_size=hidden, intermediate_size=2 * hidden,
-                       num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, rms_eps=1e-5,
-                       rope=RopeConfig(head_dim=head_dim, base=10000.0, layout="neox"), max_position=2048,
-                       tie_embeddings=True)
+    return ModelConfig(
+        arch="llama",
+        vocab_size=257,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        rms_eps=1e-5,
+        rope=RopeConfig(head_dim=head_dim, base=10000.0, layout="neox"),
+        max_position=2048,
+        tie_embeddings=True,
+    )
 
 
 def random_model(cfg: ModelConfig, tokenizer: HFTokenizer, seed: int = 0, name: str = "random") -> LoadedModel:
@@ -39,7 +50,7 @@ def random_model(cfg: ModelConfig, tokenizer: HFTokenizer, seed: int = 0, name: 
     g = torch.Generator().manual_seed(seed)
 
     def linear(out_f: int, in_f: int) -> torch.Tensor:
-        return torch.randn(out_f, in_f, generator=g) / in_f ** 0.5
+        return torch.randn(out_f, in_f, generator=g) / in_f**0.5
 
     h, q, kv = cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
     t = {"embed": torch.randn(cfg.vocab_size, h, generator=g) * 0.5, "final_norm": torch.ones(h)}
@@ -47,10 +58,19 @@ def random_model(cfg: ModelConfig, tokenizer: HFTokenizer, seed: int = 0, name: 
         t["lm_head"] = linear(cfg.vocab_size, h) * 4
     for i in range(cfg.num_layers):
         p = f"layers.{i}."
-        t.update({p + "attn_norm": torch.ones(h), p + "mlp_norm": torch.ones(h),
-                  p + "q": linear(q, h), p + "k": linear(kv, h), p + "v": linear(kv, h), p + "o": linear(h, q),
-                  p + "gate": linear(cfg.intermediate_size, h), p + "up": linear(cfg.intermediate_size, h),
-                  p + "down": linear(h, cfg.intermediate_size)})
+        t.update(
+            {
+                p + "attn_norm": torch.ones(h),
+                p + "mlp_norm": torch.ones(h),
+                p + "q": linear(q, h),
+                p + "k": linear(kv, h),
+                p + "v": linear(kv, h),
+                p + "o": linear(h, q),
+                p + "gate": linear(cfg.intermediate_size, h),
+                p + "up": linear(cfg.intermediate_size, h),
+                p + "down": linear(h, cfg.intermediate_size),
+            }
+        )
         if cfg.qkv_bias:
             t.update({p + "q_bias": torch.zeros(q), p + "k_bias": torch.zeros(kv), p + "v_bias": torch.zeros(kv)})
         if cfg.qk_norm:

@@ -12,6 +12,7 @@ request whose first token comes after the next key is late; its text is never sh
     t:  key ... [debounce] req ---queue--- start ==prefill== first token --decode-- end
                                             <----------- ttft (from req) ------>
 """
+
 from __future__ import annotations
 
 import heapq
@@ -60,7 +61,7 @@ def user_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.
     n = len(requests) // users
     out = []
     for k in range(users):
-        part = requests[k * n:(k + 1) * n]
+        part = requests[k * n : (k + 1) * n]
         if not part:
             continue
         t0 = part[0].t_ms - 1
@@ -72,6 +73,7 @@ def user_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.
 @dataclass
 class _Warmup:
     """A warm-up in progress: it prefills its prompt chunk by chunk."""
+
     t_req: float
     k: int
     i: int
@@ -84,9 +86,14 @@ class _Warmup:
     recomputed: int = 0
 
 
-def replay_strategy(engine, strategy: Strategy, slices: list[list[TraceRequest]],
-                    sampling: SamplingParams = REPLAY_SAMPLING, progress=None,
-                    warmup_yield_ms: float | None = None) -> list[Outcome]:
+def replay_strategy(
+    engine,
+    strategy: Strategy,
+    slices: list[list[TraceRequest]],
+    sampling: SamplingParams = REPLAY_SAMPLING,
+    progress=None,
+    warmup_yield_ms: float | None = None,
+) -> list[Outcome]:
     """Run every request of every person on one engine, in the order a scheduler would.
 
     warmup_yield_ms None (FIFO, the default): requests run in arrival order, a warm-up to its
@@ -169,19 +176,38 @@ def _run_warmup_chunk(engine, w: _Warmup, now: float) -> float:
 def _warmup_outcome(w: _Warmup, now: float) -> Outcome:
     p = w.plan
     if w.started is None:  # dropped before its first chunk
-        return Outcome(w.k, None, None, False, True, True, len(p.prompt_ids), reuse_class=p.reuse_class.value,
-                       prewarm=True)
-    return Outcome(w.k, None, now - w.started, False, bool(w.ends), False, len(p.prompt_ids), w.prefix_cached,
-                   w.shifted, w.recomputed, w.prefilled, p.reuse_class.value, prewarm=True)
+        return Outcome(w.k, None, None, False, True, True, len(p.prompt_ids), reuse_class=p.reuse_class.value, prewarm=True)
+    return Outcome(
+        w.k,
+        None,
+        now - w.started,
+        False,
+        bool(w.ends),
+        False,
+        len(p.prompt_ids),
+        w.prefix_cached,
+        w.shifted,
+        w.recomputed,
+        w.prefilled,
+        p.reuse_class.value,
+        prewarm=True,
+    )
 
 
-def _run_typing(engine, strategy: Strategy, r: TraceRequest, k: int, t_req: float, now: float,
-                sampling: SamplingParams, outcomes: list[Outcome]) -> float:
+def _run_typing(
+    engine,
+    strategy: Strategy,
+    r: TraceRequest,
+    k: int,
+    t_req: float,
+    now: float,
+    sampling: SamplingParams,
+    outcomes: list[Outcome],
+) -> float:
     """Run (or drop) one typing request that arrived at t_req; returns the new clock."""
     start = max(now, t_req)
     if r.next_event_ms is not None and r.next_event_ms <= start:
-        outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next,
-                                index=r.index))
+        outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next, index=r.index))
         return now
     state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
     t_plan = time.perf_counter()
@@ -197,10 +223,26 @@ def _run_typing(engine, strategy: Strategy, r: TraceRequest, k: int, t_req: floa
     # engine looks at its cancel token between tokens only
     first = start + plan_ms + (u.ttft_ms or 0)
     late = ttft is None or (r.next_event_ms is not None and t_req + ttft > r.next_event_ms)
-    outcomes.append(Outcome(k, ttft, latency, late, superseded, False, u.prompt_tokens,
-                            u.prefix_cached_tokens, u.shifted_cached_tokens, u.recomputed_tokens,
-                            u.prefilled_tokens, plan.reuse_class.value, final.text, r.typed_next,
-                            index=r.index, queued_ms=start - t_req))
+    outcomes.append(
+        Outcome(
+            k,
+            ttft,
+            latency,
+            late,
+            superseded,
+            False,
+            u.prompt_tokens,
+            u.prefix_cached_tokens,
+            u.shifted_cached_tokens,
+            u.recomputed_tokens,
+            u.prefilled_tokens,
+            plan.reuse_class.value,
+            final.text,
+            r.typed_next,
+            index=r.index,
+            queued_ms=start - t_req,
+        )
+    )
     return max(first, min(end, r.next_event_ms)) if superseded else end
 
 
@@ -232,7 +274,7 @@ def tail_causes(ran: list[Outcome], share: float = 0.01) -> dict:
     warm-up had not finished (it prefills the rest), EFIM appends that found part of their
     anchor evicted and prefilled it again, and requests that mostly waited for the engine."""
     timed = sorted((o for o in ran if o.ttft_ms is not None), key=lambda o: -o.ttft_ms)
-    slow = timed[:max(1, math.ceil(share * len(timed)))] if timed else []
+    slow = timed[: max(1, math.ceil(share * len(timed)))] if timed else []
 
     def cause(o: Outcome) -> str:
         if o.reuse_class in ("reanchor", "cold"):
@@ -240,12 +282,18 @@ def tail_causes(ran: list[Outcome], share: float = 0.01) -> dict:
         if o.prefilled < ANCHOR_MISS_TOKENS:
             return "waited"
         return "warmup_unfinished" if o.after_unfinished_warmup else "anchor_evicted"
+
     causes = {c: 0 for c in ("reanchor", "cold", "warmup_unfinished", "anchor_evicted", "waited")}
     for o in slow:
         causes[cause(o)] += 1
     waits = [o.queued_ms for o in slow if o.queued_ms is not None]
-    return {"requests": len(slow), "ttft_ms_from": round(slow[-1].ttft_ms, 1) if slow else None, "causes": causes,
-            "prefilled_mean": _mean(o.prefilled for o in slow), "queued_ms_mean": _mean(waits) if waits else None}
+    return {
+        "requests": len(slow),
+        "ttft_ms_from": round(slow[-1].ttft_ms, 1) if slow else None,
+        "causes": causes,
+        "prefilled_mean": _mean(o.prefilled for o in slow),
+        "queued_ms_mean": _mean(waits) if waits else None,
+    }
 
 
 def _mean(values) -> float | None:
@@ -285,11 +333,15 @@ def summarize(outcomes: list[Outcome]) -> dict:
             "useful_share_of_ran": round(len(useful) / len(ran), 4) if ran else None,
             "mean_chars_matched_of_shown": _mean(matched) if matched else 0.0,
             # quality of the prompt alone, ignoring lateness: would the text have been right?
-            "model_useful_share_of_ran": round(sum(o.typed_next.startswith(o.completion) for o in said)
-                                               / len(ran), 4) if ran else None,
+            "model_useful_share_of_ran": round(sum(o.typed_next.startswith(o.completion) for o in said) / len(ran), 4)
+            if ran
+            else None,
         },
-        "prewarm": {"requests": len(warm), "prefilled_tokens": sum(o.prefilled for o in warm),
-                    "prefilled_per_typing_request": round(sum(o.prefilled for o in warm) / len(ran), 2) if ran else None},
+        "prewarm": {
+            "requests": len(warm),
+            "prefilled_tokens": sum(o.prefilled for o in warm),
+            "prefilled_per_typing_request": round(sum(o.prefilled for o in warm) / len(ran), 2) if ran else None,
+        },
     }
 
 
@@ -301,10 +353,12 @@ def usefulness_against(reference: list[Outcome], other: list[Outcome]) -> dict:
     if not both:
         return {"requests": 0}
     useful = lambda o: bool(o.completion) and o.typed_next.startswith(o.completion)  # noqa: E731
-    return {"requests": len(both),
-            "reference_useful_share": round(sum(useful(a) for a, _ in both) / len(both), 4),
-            "useful_share": round(sum(useful(b) for _, b in both) / len(both), 4),
-            "same_completion_share": round(sum(a.completion == b.completion for a, b in both) / len(both), 4)}
+    return {
+        "requests": len(both),
+        "reference_useful_share": round(sum(useful(a) for a, _ in both) / len(both), 4),
+        "useful_share": round(sum(useful(b) for _, b in both) / len(both), 4),
+        "same_completion_share": round(sum(a.completion == b.completion for a, b in both) / len(both), 4),
+    }
 
 
 def progress_printer(label: str, total: int):
@@ -315,6 +369,10 @@ def progress_printer(label: str, total: int):
     def show(done: int) -> None:
         width = 30
         filled = int(width * done / max(1, total))
-        print(f"\r{label:>16} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {time.time() - start:5.0f}s",
-              end="" if done < total else "\n", file=sys.stderr)
+        print(
+            f"\r{label:>16} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {time.time() - start:5.0f}s",
+            end="" if done < total else "\n",
+            file=sys.stderr,
+        )
+
     return show

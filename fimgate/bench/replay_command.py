@@ -1,4 +1,5 @@
 """`fimgate bench replay`: the command (flags to strategies, peers, schedules; the summary)."""
+
 from __future__ import annotations
 
 import json
@@ -52,9 +53,18 @@ def cmd_bench_replay(a) -> int:
     from fimgate.bench.replay import REPLAY_SAMPLING
 
     sampling = replace(REPLAY_SAMPLING, max_tokens=a.max_tokens)
-    settings = {"trace": a.trace, "debounce_ms": a.debounce_ms, "requests": sum(not r.prewarm for r in reqs),
-                "users": a.users, "prewarm": a.prewarm, "time_scale": a.time_scale, "max_tokens": a.max_tokens,
-                "schedule": a.schedule, "warmup_yield_ms": yield_ms, "peer_prewarm": a.peer_prewarm}
+    settings = {
+        "trace": a.trace,
+        "debounce_ms": a.debounce_ms,
+        "requests": sum(not r.prewarm for r in reqs),
+        "users": a.users,
+        "prewarm": a.prewarm,
+        "time_scale": a.time_scale,
+        "max_tokens": a.max_tokens,
+        "schedule": a.schedule,
+        "warmup_yield_ms": yield_ms,
+        "peer_prewarm": a.peer_prewarm,
+    }
     if a.schedule == "office":
         settings.update(think_s=a.think_s, reads=a.reads, seed=a.seed)
     per_strategy = {}
@@ -74,8 +84,14 @@ def cmd_bench_replay(a) -> int:
                 if hasattr(engine, "reset"):  # the embedded engine; vLLM strategies differ by cache salt
                     engine.reset(pin_policy=policy)
                 total = sum(len(p) for p in slices)
-                outcomes = replay_strategy(engine, Strategy(name, engine.tokenizer, tmpl), slices, sampling,
-                                           progress=progress_printer(label, total), warmup_yield_ms=yield_ms)
+                outcomes = replay_strategy(
+                    engine,
+                    Strategy(name, engine.tokenizer, tmpl),
+                    slices,
+                    sampling,
+                    progress=progress_printer(label, total),
+                    warmup_yield_ms=yield_ms,
+                )
                 per_strategy[label] = outcomes
                 result[label] = summarize(outcomes)
         peer_slices = slices if a.peer_prewarm == "same" else [[r for r in s if not r.prewarm] for s in slices]
@@ -83,9 +99,14 @@ def cmd_bench_replay(a) -> int:
             for peer_name, peer in peers.items():
                 for name in peer_strategies(strategies):
                     label = f"{peer_name}/{name}"
-                    outcomes = replay_strategy(peer, Strategy(name, peer.tokenizer, tmpl), peer_slices, sampling,
-                                               progress=progress_printer(label, sum(map(len, peer_slices))),
-                                               warmup_yield_ms=yield_ms)
+                    outcomes = replay_strategy(
+                        peer,
+                        Strategy(name, peer.tokenizer, tmpl),
+                        peer_slices,
+                        sampling,
+                        progress=progress_printer(label, sum(map(len, peer_slices))),
+                        warmup_yield_ms=yield_ms,
+                    )
                     per_strategy[label] = outcomes
                     result[label] = summarize(outcomes)
         from fimgate.bench.replay import usefulness_against
@@ -93,16 +114,14 @@ def cmd_bench_replay(a) -> int:
         reference = next((label for label in per_strategy if label.startswith("no-cache")), None)
         for label in per_strategy:
             if reference and label != reference:
-                result[label]["usefulness_vs_no_cache"] = usefulness_against(per_strategy[reference],
-                                                                              per_strategy[label])
+                result[label]["usefulness_vs_no_cache"] = usefulness_against(per_strategy[reference], per_strategy[label])
         base = result.get("psm-prefix", {}).get("prefilled_tokens", {}).get("mean")
         for label in list(result):
             if base:
                 result[label]["prefilled_mean_vs_psm_prefix"] = round(result[label]["prefilled_tokens"]["mean"] / base, 4)
         result["settings"] = {**settings, "model": engine.model_name, "template": tmpl.name, "backend": a.backend}
         if hasattr(engine, "tree"):
-            result["settings"].update(budget_tokens=engine.tree.num_blocks * engine.tree.block_size,
-                                      pin_policies=policies)
+            result["settings"].update(budget_tokens=engine.tree.num_blocks * engine.tree.block_size, pin_policies=policies)
         if hasattr(engine, "router"):
             result["settings"]["vllm_servers"] = engine.router.stats()
     if a.dump_outcomes:

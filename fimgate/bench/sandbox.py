@@ -1,5 +1,6 @@
 """Run untrusted generated code: a subprocess with a time limit, memory and file-size limits,
 an empty working folder and a bare environment. Pass = exit status 0."""
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,16 @@ def run_program(source: str, timeout_s: float = 10.0) -> bool:
         with open(path, "w", encoding="utf-8") as f:
             f.write(source)
         try:
-            r = subprocess.run([sys.executable, "-I", "-S", path], cwd=tmp, env={"PATH": "/usr/bin:/bin"},
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               timeout=timeout_s, preexec_fn=_limits)
+            r = subprocess.run(
+                [sys.executable, "-I", "-S", path],
+                cwd=tmp,
+                env={"PATH": "/usr/bin:/bin"},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=timeout_s,
+                preexec_fn=_limits,
+            )
         except subprocess.TimeoutExpired:
             return False
         return r.returncode == 0

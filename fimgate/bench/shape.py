@@ -15,6 +15,7 @@ two columns differ only in shaping. Reported per language and hole kind:
     in_scope    of the multi-line suggestions shown, the share whose lines all stay deeper than the
                 opening line (a suggestion that runs on past its block is out of scope)
 """
+
 from __future__ import annotations
 
 import random
@@ -68,7 +69,7 @@ def _before_rules(raw: str, hole: Hole) -> str:
     if hole.kind == "end-of-line":
         return tidy(raw, hole.text, hole.cursor, multiline=False)
     opener_end = hole.text.rfind("\n", 0, hole.cursor)  # the opening line ends right before the blank line
-    hidden = hole.text[:opener_end - 1] + " " + hole.text[opener_end:]
+    hidden = hole.text[: opener_end - 1] + " " + hole.text[opener_end:]
     return tidy(raw, hidden, hole.cursor, multiline=True)
 
 
@@ -89,15 +90,18 @@ def run(service, files: list[str], per_language: int = 30, max_tokens: int = 48,
             by_language.setdefault(lang, []).extend(holes_in(path, text, kind))
     results = {}
     for lang, holes in sorted(by_language.items()):
-        picked = {kind: rng.sample([h for h in holes if h.kind == kind], min(per_language, sum(h.kind == kind
-                                                                                          for h in holes)))
-                  for kind in KINDS}
+        picked = {
+            kind: rng.sample([h for h in holes if h.kind == kind], min(per_language, sum(h.kind == kind for h in holes)))
+            for kind in KINDS
+        }
         for kind, chosen in picked.items():
-            counts = {"holes": len(chosen), "before": {"non_empty": 0, "multi": 0, "in_scope": 0},
-                      "after": {"non_empty": 0, "multi": 0, "in_scope": 0}}
+            counts = {
+                "holes": len(chosen),
+                "before": {"non_empty": 0, "multi": 0, "in_scope": 0},
+                "after": {"non_empty": 0, "multi": 0, "in_scope": 0},
+            }
             for n, hole in enumerate(chosen):
-                state = EditorState(f"shape/{lang}/{kind}/{n}", "hole", hole.text, hole.cursor,
-                                    path=Path(hole.path).name)
+                state = EditorState(f"shape/{lang}/{kind}/{n}", "hole", hole.text, hole.cursor, path=Path(hole.path).name)
                 final = last_finished(service.start(state, SamplingParams(max_tokens=max_tokens), Shape(raw=True))[0])
                 raw = final.text if final else ""
                 for label, shown in (("before", _before_rules(raw, hole)), ("after", tidy(raw, hole.text, hole.cursor))):

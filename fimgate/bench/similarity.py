@@ -1,4 +1,5 @@
 """Edit similarity: 100 * (1 - Levenshtein distance / length of the longer string)."""
+
 from __future__ import annotations
 
 

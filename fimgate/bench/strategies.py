@@ -9,6 +9,7 @@
 All strategies share one engine; each gets its own user namespace, and the engine is reset
 between strategies, so every one starts cold on the same budget.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -56,7 +57,11 @@ class Strategy:
             return p
         if self.kind == "psm-prefix":
             ids = psm_prompt(self.tok, self.template, state.text, state.cursor)
-            return FimPlan(prompt_ids=ids, user_id=uid, session_id=state.document_id, sampling=sampling,
-                           stop_token_ids=self.planner.stop_token_ids)
-        return self.planner.plan(EditorState(uid, state.document_id, state.text, state.cursor, path=state.path),
-                                 sampling)
+            return FimPlan(
+                prompt_ids=ids,
+                user_id=uid,
+                session_id=state.document_id,
+                sampling=sampling,
+                stop_token_ids=self.planner.stop_token_ids,
+            )
+        return self.planner.plan(EditorState(uid, state.document_id, state.text, state.cursor, path=state.path), sampling)

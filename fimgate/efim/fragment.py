@@ -15,6 +15,7 @@ the last pre-token; BPE never merges across pre-tokens. So the tokens of the ear
 a regex lookahead at the end of a string cuts differently ("\n\n\n" alone is one piece, but
 "\n\n" + "\n" before "c").
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

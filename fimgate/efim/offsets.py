@@ -3,6 +3,7 @@
 LSP counts a line's characters in UTF-16 code units, so a character outside the BMP (an emoji)
 counts 2. Lines end at "\\n", "\\r\\n" or "\\r". Out-of-range positions clamp, as LSP asks.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -42,7 +43,7 @@ def offset_to_position(text: str, offset: int) -> tuple[int, int]:
     offset = max(0, min(offset, len(text)))
     starts = line_starts(text)
     line = bisect.bisect_right(starts, offset) - 1
-    return line, _utf16_len(text[starts[line]:offset])
+    return line, _utf16_len(text[starts[line] : offset])
 
 
 def line_of(text: str, offset: int) -> int:

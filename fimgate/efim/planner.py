@@ -12,6 +12,7 @@ their fixed prompt tokens. What the person typed since, `inc`, is appended after
   window is recut; old tokens that reappear elsewhere in the new prompt become reuse hints.
 - Cold: the session's first request.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -68,8 +69,14 @@ class PlannerStats:
 
 
 class EfimPlanner:
-    def __init__(self, tokenizer: Tokenizer, template: FimTemplate, window: WindowConfig = WindowConfig(),
-                 max_sessions: int = 4096, recompute_share: float | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        template: FimTemplate,
+        window: WindowConfig = WindowConfig(),
+        max_sessions: int = 4096,
+        recompute_share: float | None = None,
+    ) -> None:
         """recompute_share: suffix-KV correction on re-anchors (FimPlan.recompute_share): None,
         exact classes only; 0, shifted keys re-rotated only; s > 0, s of them recomputed too."""
         self.tok = tokenizer
@@ -114,10 +121,18 @@ class EfimPlanner:
             self._sessions.popitem(last=False)
         self.stats.requests += 1
         self.stats.by_class[reuse.value] += 1
-        return FimPlan(prompt_ids=prompt, user_id=state.user_id, session_id=state.document_id, sampling=sampling,
-                       healing=HealingConstraint(dyn.heal), stop_token_ids=self.stop_token_ids,
-                       reuse_class=reuse, reuse_hints=hints, pin_tokens=len(s.fixed_ids),
-                       recompute_share=self.recompute_share)
+        return FimPlan(
+            prompt_ids=prompt,
+            user_id=state.user_id,
+            session_id=state.document_id,
+            sampling=sampling,
+            healing=HealingConstraint(dyn.heal),
+            stop_token_ids=self.stop_token_ids,
+            reuse_class=reuse,
+            reuse_hints=hints,
+            pin_tokens=len(s.fixed_ids),
+            recompute_share=self.recompute_share,
+        )
 
     def document_for(self, state: EditorState) -> str:
         """A document id for a request that names no file (llama.vscode, llama.vim, OpenAI clients):
@@ -160,16 +175,24 @@ class EfimPlanner:
 
     def _anchor(self, state: EditorState, old: _Session | None) -> _Session:
         w = cut_window(state.text, state.cursor, self.tok, self.window)
-        prefix, suffix = state.text[w.prefix_start:w.cursor], state.text[w.cursor:w.suffix_end]
+        prefix, suffix = state.text[w.prefix_start : w.cursor], state.text[w.cursor : w.suffix_end]
         context = fit_context(state.context, self.window.context_chars)
         segs, open_text = self.template.render(prefix, suffix, path=state.path, context=context)
         head = tokenize_fragment(self.tok, open_text)
         bos = (self.tok.bos_id,) if getattr(self.tok, "add_bos", False) else ()
         fixed = bos + self._encode(segs) + head.ids
-        return _Session(prefix_start=w.prefix_start, prefix=prefix, suffix=suffix, fixed_ids=fixed,
-                        open_tail=head.heal, path=state.path, context=state.context, head=state.text[:HEAD_CHARS],
-                        num_requests=old.num_requests if old else 0,
-                        num_reanchors=(old.num_reanchors + 1) if old else 0)
+        return _Session(
+            prefix_start=w.prefix_start,
+            prefix=prefix,
+            suffix=suffix,
+            fixed_ids=fixed,
+            open_tail=head.heal,
+            path=state.path,
+            context=state.context,
+            head=state.text[:HEAD_CHARS],
+            num_requests=old.num_requests if old else 0,
+            num_reanchors=(old.num_reanchors + 1) if old else 0,
+        )
 
     def _encode(self, segs: list[Segment]) -> tuple[int, ...]:
         ids: list[int] = []
@@ -189,10 +212,10 @@ class EfimPlanner:
         k = MIN_HINT_TOKENS
         first: dict[tuple[int, ...], int] = {}
         for i in range(lcp, len(old) - k + 1):
-            first.setdefault(old[i:i + k], i)
+            first.setdefault(old[i : i + k], i)
         hints, j = [], lcp
         while j <= len(new) - k:
-            i = first.get(new[j:j + k])
+            i = first.get(new[j : j + k])
             if i is None:
                 j += 1
                 continue

@@ -10,6 +10,7 @@
 - Trailing whitespace is trimmed.
 Pure text in, text out; tree-sitter is used when its Python grammar is installed.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -93,8 +94,9 @@ def cut_at_block_end(completion: str, text: str, cursor: int, min_indent: int = 
     return "\n".join(kept)
 
 
-def tidy(completion: str, text: str, cursor: int, multiline: bool | None = None, language: str = "python",
-         min_indent: int = 0) -> str:
+def tidy(
+    completion: str, text: str, cursor: int, multiline: bool | None = None, language: str = "python", min_indent: int = 0
+) -> str:
     """The completion as shown: multiline None decides by context."""
     if multiline is None:
         multiline = wants_multiline(text, cursor, language)
@@ -138,13 +140,13 @@ class StreamTidy:
         final = tidy(raw, self.doc, self.cursor, multiline=self.multiline, min_indent=self.min_indent)
         if not final.startswith(self.sent):  # cannot happen if _certain is right; never send a wrong tail
             return ""
-        out, self.sent = final[len(self.sent):], final
+        out, self.sent = final[len(self.sent) :], final
         return out
 
     def _send(self, certain: str) -> str:
         if len(certain) <= len(self.sent) or not certain.startswith(self.sent) or self.suffix.startswith(certain):
             return ""
-        out, self.sent = certain[len(self.sent):], certain
+        out, self.sent = certain[len(self.sent) :], certain
         return out
 
     def _certain(self) -> str:
@@ -153,9 +155,9 @@ class StreamTidy:
             if "\n" in raw:
                 return tidy(raw, self.doc, self.cursor, multiline=False)  # the line is complete: final
             line = raw.rstrip()
-            return line[:max(0, len(line) - len(self.rest))].rstrip() if self.rest else line
+            return line[: max(0, len(line) - len(self.rest))].rstrip() if self.rest else line
         kept = cut_at_block_end(raw, self.doc, self.cursor, self.min_indent)
-        if len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept):]:
+        if len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept) :]:
             return tidy(raw, self.doc, self.cursor, multiline=True, min_indent=self.min_indent)  # the block ended
         lines = kept.split("\n")
         with_text = [i for i, line in enumerate(lines) if line.strip()]
@@ -163,5 +165,5 @@ class StreamTidy:
             return ""
         # the last two lines with text stay back: the last may lose its end to the text after the
         # cursor and so vanish, and then the one before it may repeat the file's next line
-        out = "\n".join(line.rstrip() for line in lines[:with_text[-2]]).rstrip()
+        out = "\n".join(line.rstrip() for line in lines[: with_text[-2]]).rstrip()
         return out if out.strip() else ""

@@ -14,6 +14,7 @@ prefix hit. Sentinels are emitted as token ids, never spelled in text, so a file
 (the bundled SmolLM2): the text after the cursor is shown as a neighbouring file, a form such
 models saw in pre-training; `bench quality` measures it against prefix-only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,8 +50,9 @@ class FimTemplate:
     def sentinels(self) -> tuple[str, ...]:
         return tuple(s for s in (self.prefix, self.suffix, self.middle, self.file_sep, self.repo_name) if s)
 
-    def render(self, prefix: str, suffix: str, path: str = "", context: tuple[ContextChunk, ...] = (),
-               repo: str = "") -> tuple[list[Segment], str]:
+    def render(
+        self, prefix: str, suffix: str, path: str = "", context: tuple[ContextChunk, ...] = (), repo: str = ""
+    ) -> tuple[list[Segment], str]:
         """Segments of the anchor, and the open text that inc extends."""
         segs: list[Segment] = self._context(context, repo)
         if self.layout == "neighbour":
@@ -88,33 +90,77 @@ class FimTemplate:
         return segs
 
 
-TEMPLATES: dict[str, FimTemplate] = {t.name: t for t in (
-    FimTemplate("qwen2.5-coder", "psm", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
-                ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|im_end|>"), "<|file_sep|>", "<|repo_name|>"),
-    FimTemplate("starcoder2", "psm", "<fim_prefix>", "<fim_suffix>", "<fim_middle>",
-                ("<|endoftext|>", "<file_sep>", "<fim_pad>"), "<file_sep>", "<repo_name>"),
-    FimTemplate("starcoder", "psm", "<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<|endoftext|>", "<file_sep>")),
-    FimTemplate("santacoder", "psm", "<fim-prefix>", "<fim-suffix>", "<fim-middle>", ("<|endoftext|>",)),
-    FimTemplate("deepseek-coder", "psm", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>",
-                ("<｜end▁of▁sentence｜>", "<|EOT|>")),
-    FimTemplate("codellama", "psm", "<PRE>", "<SUF>", "<MID>", ("<EOT>", "</s>"), spaced=True),
-    FimTemplate("codellama-spm", "spm", "<PRE>", "<SUF>", "<MID>", ("<EOT>", "</s>"), spaced=True),
-    FimTemplate("codegemma", "psm", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
-                ("<|file_separator|>", "<eos>"), "<|file_separator|>"),
-    FimTemplate("codestral", "spm", "[PREFIX]", "[SUFFIX]", None, ("</s>",)),
-    FimTemplate("smollm2", "neighbour", None, None, None, ("<|endoftext|>", "<file_sep>", "<|im_end|>"),
-                "<file_sep>", "<repo_name>"),
-    FimTemplate("smollm2-prefix", "prefix", None, None, None, ("<|endoftext|>", "<file_sep>", "<|im_end|>"),
-                "<file_sep>", "<repo_name>"),
-)}
+TEMPLATES: dict[str, FimTemplate] = {
+    t.name: t
+    for t in (
+        FimTemplate(
+            "qwen2.5-coder",
+            "psm",
+            "<|fim_prefix|>",
+            "<|fim_suffix|>",
+            "<|fim_middle|>",
+            ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|im_end|>"),
+            "<|file_sep|>",
+            "<|repo_name|>",
+        ),
+        FimTemplate(
+            "starcoder2",
+            "psm",
+            "<fim_prefix>",
+            "<fim_suffix>",
+            "<fim_middle>",
+            ("<|endoftext|>", "<file_sep>", "<fim_pad>"),
+            "<file_sep>",
+            "<repo_name>",
+        ),
+        FimTemplate("starcoder", "psm", "<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<|endoftext|>", "<file_sep>")),
+        FimTemplate("santacoder", "psm", "<fim-prefix>", "<fim-suffix>", "<fim-middle>", ("<|endoftext|>",)),
+        FimTemplate(
+            "deepseek-coder", "psm", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ("<｜end▁of▁sentence｜>", "<|EOT|>")
+        ),
+        FimTemplate("codellama", "psm", "<PRE>", "<SUF>", "<MID>", ("<EOT>", "</s>"), spaced=True),
+        FimTemplate("codellama-spm", "spm", "<PRE>", "<SUF>", "<MID>", ("<EOT>", "</s>"), spaced=True),
+        FimTemplate(
+            "codegemma",
+            "psm",
+            "<|fim_prefix|>",
+            "<|fim_suffix|>",
+            "<|fim_middle|>",
+            ("<|file_separator|>", "<eos>"),
+            "<|file_separator|>",
+        ),
+        FimTemplate("codestral", "spm", "[PREFIX]", "[SUFFIX]", None, ("</s>",)),
+        FimTemplate(
+            "smollm2", "neighbour", None, None, None, ("<|endoftext|>", "<file_sep>", "<|im_end|>"), "<file_sep>", "<repo_name>"
+        ),
+        FimTemplate(
+            "smollm2-prefix",
+            "prefix",
+            None,
+            None,
+            None,
+            ("<|endoftext|>", "<file_sep>", "<|im_end|>"),
+            "<file_sep>",
+            "<repo_name>",
+        ),
+    )
+}
 
 
 def template_for_model(model_name: str) -> FimTemplate:
     """Pick the family template from a model's name (file or folder)."""
     n = model_name.lower()
-    for key, name in (("qwen", "qwen2.5-coder"), ("starcoder2", "starcoder2"), ("starcoder", "starcoder"),
-                      ("santacoder", "santacoder"), ("deepseek", "deepseek-coder"), ("codellama", "codellama"),
-                      ("codegemma", "codegemma"), ("codestral", "codestral"), ("smollm", "smollm2")):
+    for key, name in (
+        ("qwen", "qwen2.5-coder"),
+        ("starcoder2", "starcoder2"),
+        ("starcoder", "starcoder"),
+        ("santacoder", "santacoder"),
+        ("deepseek", "deepseek-coder"),
+        ("codellama", "codellama"),
+        ("codegemma", "codegemma"),
+        ("codestral", "codestral"),
+        ("smollm", "smollm2"),
+    ):
         if key in n:
             return TEMPLATES[name]
     return TEMPLATES["smollm2"]

@@ -5,6 +5,7 @@ per keystroke: a window whose head follows the cursor line turns every Enter dee
 a full prefill. Budgets are in tokens; counting is done per line, which is close to (and never
 far from) the count of the joined text, and only when a window is (re)cut, not per keystroke.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ def cut_window(text: str, cursor: int, tok: Tokenizer, cfg: WindowConfig) -> Win
     counts = [len(tok.encode(text[s:e])) for s, e in lines] if lines else []
     first_line_no = text.count("\n", 0, reach)
     # the cursor's own line, bounded: a line longer than the budget can hold is cut below anyway
-    cur_tokens = len(tok.encode(text[max(line_start, cursor - cfg.prefix_tokens * 8):cursor]))
+    cur_tokens = len(tok.encode(text[max(line_start, cursor - cfg.prefix_tokens * 8) : cursor]))
     fitting: list[tuple[int, int]] = []  # (line number, start offset), nearest first
     total = cur_tokens
     for i in range(len(lines) - 1, -1, -1):

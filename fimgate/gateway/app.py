@@ -3,6 +3,7 @@
 Errors are JSON `{"error": {"message", "type", "code"}}` with a 4xx/5xx status, never a stack
 trace. Generation runs in a worker thread; a client that disconnects cancels its generation.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,8 +52,12 @@ class _Metrics:
         self.registry = CollectorRegistry()
         self.requests = Counter("fimgate_requests", "Completion requests", ["endpoint"], registry=self.registry)
         self.cancelled = Counter("fimgate_cancelled", "Requests cancelled", registry=self.registry)
-        self.ttft = Histogram("fimgate_ttft_seconds", "Time to first token", registry=self.registry,
-                              buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10))
+        self.ttft = Histogram(
+            "fimgate_ttft_seconds",
+            "Time to first token",
+            registry=self.registry,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10),
+        )
         self.tokens = Counter("fimgate_prompt_tokens", "Prompt tokens by reuse class", ["kind"], registry=self.registry)
         self.pinned = Gauge("fimgate_pinned_blocks", "Pinned KV blocks", registry=self.registry)
         self.used = Gauge("fimgate_used_blocks", "KV blocks in use", registry=self.registry)
@@ -69,11 +74,13 @@ class _Metrics:
         self.tokens.labels("prefilled").inc(usage.prefilled_tokens)
 
 
-def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
-               read_timeout_s: float = BODY_READ_TIMEOUT_S) -> FastAPI:
+def create_app(
+    service: CompletionService, api_keys: ApiKeys | None = None, read_timeout_s: float = BODY_READ_TIMEOUT_S
+) -> FastAPI:
     app = FastAPI(title="fimgate", version="0.1.0")
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES, read_timeout_s=read_timeout_s,
-                       max_undeclared_bytes=MAX_UNDECLARED_BODY_BYTES)
+    app.add_middleware(
+        BodyLimit, max_bytes=MAX_BODY_BYTES, read_timeout_s=read_timeout_s, max_undeclared_bytes=MAX_UNDECLARED_BODY_BYTES
+    )
     metrics = _Metrics()
     model_name = service.backend.model_name
 
@@ -101,8 +108,9 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
     async def on_unauthorized(_: Request, exc: KeyError401):
         return error(401, str(exc), kind="authentication_error", code="invalid_api_key")
 
-    async def run(state: EditorState, sampling: SamplingParams, stream: bool, shape, endpoint: str, request: Request,
-                  form: Shape):
+    async def run(
+        state: EditorState, sampling: SamplingParams, stream: bool, shape, endpoint: str, request: Request, form: Shape
+    ):
         metrics.requests.labels(endpoint).inc()
         try:  # planning tokenizes: off the event loop, so /health and everyone else keep being served
             events, cancel = await run_in_threadpool(service.start, state, sampling, form)
@@ -126,28 +134,44 @@ def create_app(service: CompletionService, api_keys: ApiKeys | None = None,
     async def completions(body: CompletionRequest, request: Request):
         stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
         try:
-            sampling = SamplingParams(max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p,
-                                      stop=stop, seed=body.seed)
-            state = EditorState(user_id=user_of(request, body.user), document_id=body.document or "",
-                                text=body.prompt + body.suffix, cursor=len(body.prompt), path=body.document or "")
+            sampling = SamplingParams(
+                max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p, stop=stop, seed=body.seed
+            )
+            state = EditorState(
+                user_id=user_of(request, body.user),
+                document_id=body.document or "",
+                text=body.prompt + body.suffix,
+                cursor=len(body.prompt),
+                path=body.document or "",
+            )
         except ValueError as e:
             return error(400, str(e))
         rid, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
 
         def shape(text: str, final: Finished | None, done: bool) -> dict:
-            out = {"id": rid, "object": "text_completion", "created": created, "model": model_name,
-                   "choices": [{"text": text, "index": 0, "logprobs": None,
-                                "finish_reason": _finish(final) if done and final else None}]}
+            out = {
+                "id": rid,
+                "object": "text_completion",
+                "created": created,
+                "model": model_name,
+                "choices": [
+                    {"text": text, "index": 0, "logprobs": None, "finish_reason": _finish(final) if done and final else None}
+                ],
+            }
             if final is not None:
                 u = final.usage
-                out["usage"] = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                                "total_tokens": u.prompt_tokens + u.completion_tokens,
-                                "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
+                out["usage"] = {
+                    "prompt_tokens": u.prompt_tokens,
+                    "completion_tokens": u.completion_tokens,
+                    "total_tokens": u.prompt_tokens + u.completion_tokens,
+                    "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+                }
                 out["fimgate"] = u.as_dict()
             return out
 
-        return await run(state, sampling, body.stream, shape, "completions", request,
-                         Shape(multiline=body.multiline, raw=body.raw))
+        return await run(
+            state, sampling, body.stream, shape, "completions", request, Shape(multiline=body.multiline, raw=body.raw)
+        )
 
     @app.post("/infill")
     async def infill(body: InfillRequest, request: Request):

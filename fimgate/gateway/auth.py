@@ -6,6 +6,7 @@ session, and each user's KV cache stays theirs. Keys are compared in constant ti
 
 Key file: one `KEY USER` pair a line; `#` starts a comment.
 """
+
 from __future__ import annotations
 
 import hmac

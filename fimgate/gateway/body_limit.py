@@ -18,6 +18,7 @@ the app: the gateway could not cancel a vanished client's generation behind it):
   oversized or stalled bodies cannot make the server refuse thousands a second, which took the
   event loop and the GIL from everyone else (`fimgate bench abuse`, big-body: TTFT p99 9.7x).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,8 +52,7 @@ class BodyLimit:
             try:
                 message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - loop.time()))
             except asyncio.TimeoutError:
-                return await _error(send, 408, f"request body not received within {self.read_timeout_s:g} s",
-                                    "body_timeout")
+                return await _error(send, 408, f"request body not received within {self.read_timeout_s:g} s", "body_timeout")
             if message["type"] == "http.disconnect":
                 return None
             body = message.get("body", b"")
@@ -77,7 +77,6 @@ class BodyLimit:
 
         return await self.app(scope, replay, send)
 
-
     async def _discard(self, receive) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.read_timeout_s
@@ -91,7 +90,15 @@ class BodyLimit:
 async def _error(send, status: int, message: str, code: str) -> None:
     await asyncio.sleep(REFUSAL_DELAY_S)
     body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": code}}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

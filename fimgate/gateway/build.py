@@ -5,6 +5,7 @@ or directly by a caller - and validated where it is built; `build_service(config
 (the embedded engine or vLLM servers), its FIM template and the planner. `serve`, `lsp` and
 `complete` all go through it, so they run the same thing for the same flags.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -62,4 +63,3 @@ def build_service(config: ServiceConfig = ServiceConfig()) -> CompletionService:
     template = TEMPLATES[config.template] if config.template else template_for_model(backend.model_name)
     planner = EfimPlanner(backend.tokenizer, template, config.window, recompute_share=config.correction)
     return CompletionService(backend, planner, request_timeout_s=config.request_timeout_s)
-

@@ -10,6 +10,7 @@ time limits on what a client may hold, and a stop that does not wait for generat
 
 Compute stays on the main thread (backend/main_thread.py); HTTP runs in its own thread.
 """
+
 from __future__ import annotations
 
 import signal
@@ -82,13 +83,19 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(service: CompletionService, sock: socket.socket, api_keys: ApiKeys | None = None,
-          read_timeout_s: float = READ_TIMEOUT_S) -> None:
+def serve(
+    service: CompletionService, sock: socket.socket, api_keys: ApiKeys | None = None, read_timeout_s: float = READ_TIMEOUT_S
+) -> None:
     """Serve until SIGTERM / SIGINT; compute on this (the main) thread."""
     service.runner = MainThreadRunner()
     protocol = type("TimedH11", (TimedH11Protocol,), {"header_timeout_s": read_timeout_s})
-    config = uvicorn.Config(create_app(service, api_keys, read_timeout_s), log_level="warning", http=protocol,
-                            timeout_graceful_shutdown=1, timeout_keep_alive=5)
+    config = uvicorn.Config(
+        create_app(service, api_keys, read_timeout_s),
+        log_level="warning",
+        http=protocol,
+        timeout_graceful_shutdown=1,
+        timeout_keep_alive=5,
+    )
     server = uvicorn.Server(config)
     http = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http", daemon=True)
 

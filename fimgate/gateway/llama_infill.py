@@ -16,6 +16,7 @@ A request without a file name is matched to the person's session by its text (Ef
 document_for); a warm-up that carries only input_extra (llama.vscode's ring buffer) runs in a
 session of its own, so it never re-anchors or cancels the file being typed in.
 """
+
 from __future__ import annotations
 
 from fimgate.backend.base import Finished, SamplingParams
@@ -29,8 +30,13 @@ CONTEXT_WARMUP = "context-warmup"  # the document id of input_extra-only warm-up
 
 def infill_request(body: InfillRequest, user: str) -> tuple[EditorState, SamplingParams, Shape]:
     n = 128 if body.n_predict < 0 else body.n_predict
-    sampling = SamplingParams(max_tokens=n, temperature=body.temperature, top_p=body.top_p, stop=tuple(body.stop),
-                              max_predict_ms=body.t_max_predict_ms or None)
+    sampling = SamplingParams(
+        max_tokens=n,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        stop=tuple(body.stop),
+        max_predict_ms=body.t_max_predict_ms or None,
+    )
     before = body.input_prefix + body.prompt
     context = tuple(ContextChunk(c.filename, c.text) for c in body.input_extra)
     if body.filename:
@@ -39,40 +45,63 @@ def infill_request(body: InfillRequest, user: str) -> tuple[EditorState, Samplin
         document = CONTEXT_WARMUP
     else:
         document = ""  # the service finds the session by the text
-    state = EditorState(user_id=user, document_id=document, text=before + body.input_suffix, cursor=len(before),
-                        path=body.filename or "", context=context)
+    state = EditorState(
+        user_id=user,
+        document_id=document,
+        text=before + body.input_suffix,
+        cursor=len(before),
+        path=body.filename or "",
+        context=context,
+    )
     return state, sampling, Shape(min_indent=body.n_indent or None)
 
 
-def infill_response(text: str, final: Finished | None, done: bool, body: InfillRequest, model: str,
-                    n_ctx: int | None) -> dict:
+def infill_response(text: str, final: Finished | None, done: bool, body: InfillRequest, model: str, n_ctx: int | None) -> dict:
     out = {"content": text, "stop": done, "model": model}
     if final is not None:
         u = final.usage
         prompt_ms = u.ttft_ms or 0.0
         predicted_ms = max(0.0, (u.total_ms or 0.0) - prompt_ms)
-        out.update({
-            "tokens_predicted": u.completion_tokens, "tokens_evaluated": u.prompt_tokens,
-            "tokens_cached": u.cached_tokens, "truncated": False,
-            "stop_type": "eos" if u.finish_reason == "stop" else "limit",
-            "generation_settings": {"n_ctx": n_ctx, "n_predict": body.n_predict, "model": model,
-                                    "temperature": body.temperature, "top_p": body.top_p, "stop": body.stop,
-                                    "n_indent": body.n_indent, "t_max_predict_ms": body.t_max_predict_ms},
-            "timings": {
-                "prompt_n": u.prefilled_tokens + u.recomputed_tokens, "prompt_ms": prompt_ms,
-                "prompt_per_token_ms": _per(prompt_ms, u.prefilled_tokens + u.recomputed_tokens),
-                "prompt_per_second": _rate(u.prefilled_tokens + u.recomputed_tokens, prompt_ms),
-                "predicted_n": u.completion_tokens, "predicted_ms": predicted_ms,
-                "predicted_per_token_ms": _per(predicted_ms, u.completion_tokens),
-                "predicted_per_second": _rate(u.completion_tokens, predicted_ms)},
-            "fimgate": u.as_dict()})
+        out.update(
+            {
+                "tokens_predicted": u.completion_tokens,
+                "tokens_evaluated": u.prompt_tokens,
+                "tokens_cached": u.cached_tokens,
+                "truncated": False,
+                "stop_type": "eos" if u.finish_reason == "stop" else "limit",
+                "generation_settings": {
+                    "n_ctx": n_ctx,
+                    "n_predict": body.n_predict,
+                    "model": model,
+                    "temperature": body.temperature,
+                    "top_p": body.top_p,
+                    "stop": body.stop,
+                    "n_indent": body.n_indent,
+                    "t_max_predict_ms": body.t_max_predict_ms,
+                },
+                "timings": {
+                    "prompt_n": u.prefilled_tokens + u.recomputed_tokens,
+                    "prompt_ms": prompt_ms,
+                    "prompt_per_token_ms": _per(prompt_ms, u.prefilled_tokens + u.recomputed_tokens),
+                    "prompt_per_second": _rate(u.prefilled_tokens + u.recomputed_tokens, prompt_ms),
+                    "predicted_n": u.completion_tokens,
+                    "predicted_ms": predicted_ms,
+                    "predicted_per_token_ms": _per(predicted_ms, u.completion_tokens),
+                    "predicted_per_second": _rate(u.completion_tokens, predicted_ms),
+                },
+                "fimgate": u.as_dict(),
+            }
+        )
     return _only(out, body.response_fields) if body.response_fields else out
 
 
 def props(model: str, n_ctx: int | None) -> dict:
-    return {"default_generation_settings": {"n_ctx": n_ctx, "params": {"n_predict": 128, "temperature": 0.0,
-                                                                      "top_p": 1.0}},
-            "total_slots": 1, "model_path": model, "build_info": "fimgate"}
+    return {
+        "default_generation_settings": {"n_ctx": n_ctx, "params": {"n_predict": 128, "temperature": 0.0, "top_p": 1.0}},
+        "total_slots": 1,
+        "model_path": model,
+        "build_info": "fimgate",
+    }
 
 
 def _only(out: dict, fields: list[str]) -> dict:

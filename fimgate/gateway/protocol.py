@@ -4,6 +4,7 @@ Every field is bounded before any work is done: numbers are not coerced from str
 booleans, strings have length limits (input_extra in total too). Bodies are parsed as JSON by
 pydantic, which refuses a lone UTF-16 surrogate (no tokenizer could encode it) with a 400.
 """
+
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, StrictBool, StrictInt, field_validator, model_validator
@@ -11,7 +12,7 @@ from pydantic import BaseModel, Field, StrictBool, StrictInt, field_validator, m
 MAX_TOKENS_LIMIT = 2048
 MAX_TEXT_CHARS = 4_000_000  # the prefix, the suffix (the body limit, 8 MiB, bounds them together)
 MAX_EXTRA_CHARS = 1_000_000  # input_extra, all chunks together (the planner keeps ~16k of them)
-SEED_RANGE = (-(2 ** 63), 2 ** 64 - 1)  # what torch.Generator.manual_seed takes
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 
 class CompletionRequest(BaseModel):

@@ -16,6 +16,7 @@ the main thread when a `MainThreadRunner` is given (servers: see fimgate/backend
 why), warm-ups in chunks that yield to typing (fimgate/gateway/warmups.py), else in the caller's thread;
 the backend serializes compute either way.
 """
+
 from __future__ import annotations
 
 import threading
@@ -48,8 +49,13 @@ class _InFlight:
 
 
 class CompletionService:
-    def __init__(self, backend: Backend, planner: EfimPlanner, runner: MainThreadRunner | None = None,
-                 request_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        planner: EfimPlanner,
+        runner: MainThreadRunner | None = None,
+        request_timeout_s: float | None = None,
+    ) -> None:
         self.backend = backend
         self.planner = planner
         self.runner = runner
@@ -57,8 +63,9 @@ class CompletionService:
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], _InFlight] = {}
 
-    def start(self, state: EditorState, sampling: SamplingParams,
-              shape: Shape = Shape()) -> tuple[Iterator[StreamEvent], CancelToken]:
+    def start(
+        self, state: EditorState, sampling: SamplingParams, shape: Shape = Shape()
+    ) -> tuple[Iterator[StreamEvent], CancelToken]:
         """Plan now (cancelling the session's previous request); return the event stream of the
         text as shown. A request that supersedes the session's warm-up takes the warm-up's place
         in line when that is earlier: the person's first key after opening a file does the
@@ -102,8 +109,11 @@ class CompletionService:
             if self.runner is None:
                 yield from self.backend.generate(plan, cancel)
             elif job.warmup and self.backend.chunked_warmups:
-                yield from run_chunked(plan, lambda p: self.runner.submit(lambda: self.backend.generate(p, cancel),
-                                                                          priority=job.place), lambda: cancel.cancelled)
+                yield from run_chunked(
+                    plan,
+                    lambda p: self.runner.submit(lambda: self.backend.generate(p, cancel), priority=job.place),
+                    lambda: cancel.cancelled,
+                )
             else:
                 yield from self.runner.submit(lambda: self.backend.generate(plan, cancel), priority=job.place)
         finally:

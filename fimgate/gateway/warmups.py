@@ -10,6 +10,7 @@ turn - yielding for ever starves warm-ups under load, and the person who opened 
 then pays the prefill on their first keystroke (measured: README, "Warm-ups and typing").
 `bench replay --warmup-yield-ms` replays the same policy.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -34,8 +35,9 @@ def chunk_ends(num_tokens: int, chunk: int = WARMUP_CHUNK_TOKENS) -> list[int]:
     return list(range(chunk, num_tokens, chunk)) + [num_tokens]
 
 
-def run_chunked(plan: FimPlan, run: Callable[[FimPlan], Iterator[StreamEvent]], cancelled: Callable[[], bool]
-                ) -> Iterator[StreamEvent]:
+def run_chunked(
+    plan: FimPlan, run: Callable[[FimPlan], Iterator[StreamEvent]], cancelled: Callable[[], bool]
+) -> Iterator[StreamEvent]:
     """Run a warm-up chunk by chunk through `run` (which queues each chunk); yields one Finished
     whose usage counts every chunk's prefill."""
     ids = plan.prompt_ids
@@ -52,5 +54,9 @@ def run_chunked(plan: FimPlan, run: Callable[[FimPlan], Iterator[StreamEvent]], 
         prefilled += last.usage.prefilled_tokens
         if cancelled() or last.usage.cancelled:
             break
-    yield replace(last, usage=replace(last.usage, prompt_tokens=len(ids), prefix_cached_tokens=first.usage.prefix_cached_tokens,
-                                      prefilled_tokens=prefilled))
+    yield replace(
+        last,
+        usage=replace(
+            last.usage, prompt_tokens=len(ids), prefix_cached_tokens=first.usage.prefix_cached_tokens, prefilled_tokens=prefilled
+        ),
+    )

@@ -10,6 +10,7 @@ and loaded with ctypes. Loaded after torch, the kernels use
 the libgomp torch already loaded, so they share its thread pool. FIMGATE_CPU_KERNELS=torch turns
 them all off (the torch code paths run instead), as does a missing compiler.
 """
+
 from __future__ import annotations
 
 import ctypes

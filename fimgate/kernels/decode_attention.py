@@ -8,6 +8,7 @@ tokens SmolLM2's 30 layers read 129 MB of fp32 K and V per token, which torch's 
 matmuls (scores, then weights x values, with a softmax between) read at ~8 GB/s here; the kernel
 reads each row once per kv head, split over the threads (`python -m fimgate.bench.micro.decode_attention`).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -17,9 +18,9 @@ import torch
 from fimgate.kernels import cpu_build
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
-KERNEL = cpu_build.Kernel("decode_attention", {
-    "decode_attention": ([_P, _P, _P, _P, _P, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_int], None),
-})
+KERNEL = cpu_build.Kernel(
+    "decode_attention", {"decode_attention": ([_P, _P, _P, _P, _P, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_int], None)}
+)
 
 
 def kernel_available() -> bool:
@@ -29,18 +30,41 @@ def kernel_available() -> bool:
 def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float) -> torch.Tensor | None:
     """q: (heads, 1, d); keys, values: (kv_heads, L, d) views whose rows are contiguous and whose
     heads share one stride (views into a KV buffer). Returns (heads, 1, d) fp32, or None."""
-    if (q.device.type != "cpu" or q.dtype != torch.float32 or keys.dtype != torch.float32
-            or values.dtype != torch.float32 or KERNEL.lib is None):
+    if (
+        q.device.type != "cpu"
+        or q.dtype != torch.float32
+        or keys.dtype != torch.float32
+        or values.dtype != torch.float32
+        or KERNEL.lib is None
+    ):
         return None
     kv_heads, n, d = keys.shape
-    if (keys.stride(2) != 1 or keys.stride(1) != d or values.stride() != keys.stride() or n == 0
-            or q.shape[0] % kv_heads or q.shape[-1] != d):
+    if (
+        keys.stride(2) != 1
+        or keys.stride(1) != d
+        or values.stride() != keys.stride()
+        or n == 0
+        or q.shape[0] % kv_heads
+        or q.shape[-1] != d
+    ):
         return None
     heads = q.shape[0]
     threads = torch.get_num_threads()
     q = q.reshape(heads, d).contiguous()
     out = torch.empty(heads, 1, d)
     ws = torch.empty(heads * n + threads * heads * (d + 2))
-    KERNEL.lib.decode_attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), ws.data_ptr(),
-                          kv_heads, heads // kv_heads, d, n, keys.stride(0), scale, threads)
+    KERNEL.lib.decode_attention(
+        q.data_ptr(),
+        keys.data_ptr(),
+        values.data_ptr(),
+        out.data_ptr(),
+        ws.data_ptr(),
+        kv_heads,
+        heads // kv_heads,
+        d,
+        n,
+        keys.stride(0),
+        scale,
+        threads,
+    )
     return out

@@ -11,6 +11,7 @@ and returns bf16) on this machine's decode-step shapes - 120 linears of SmolLM2-
 in fp32. Without
 a C compiler, or with FIMGATE_CPU_KERNELS=torch, torch's kernel does the work (bf16 activations).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -24,6 +25,7 @@ from fimgate.kernels import cpu_build
 class Int8Rows(NamedTuple):
     """An (n, k) weight as int8 rows: q (n, k) int8, scales (n,) bf16 (torch's kernel takes them),
     scales_f32 the same values in fp32 (the C kernel's)."""
+
     q: torch.Tensor
     scales: torch.Tensor
     scales_f32: torch.Tensor
@@ -43,10 +45,13 @@ def quantize_rows(w: torch.Tensor) -> Int8Rows:
 
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
-KERNEL = cpu_build.Kernel("int8_gemv", {
-    "int8_gemv": ([_P, _P, _P, _P, _I, _I, _I, ctypes.c_int], None),
-    "int8_screen": ([_P, _P, _P, _P, _P, _P, _I, _I, ctypes.c_float, ctypes.c_float, ctypes.c_int], ctypes.c_int64),
-})
+KERNEL = cpu_build.Kernel(
+    "int8_gemv",
+    {
+        "int8_gemv": ([_P, _P, _P, _P, _I, _I, _I, ctypes.c_int], None),
+        "int8_screen": ([_P, _P, _P, _P, _P, _P, _I, _I, ctypes.c_float, ctypes.c_float, ctypes.c_int], ctypes.c_int64),
+    },
+)
 
 
 def kernel_available() -> bool:
@@ -63,13 +68,20 @@ def int8_linear(x: torch.Tensor, w: Int8Rows) -> torch.Tensor:
         raise ValueError(f"int8_linear: x {tuple(x.shape)} {x.dtype} against weights {tuple(q.shape)}")
     x = x.contiguous()
     y = torch.empty(x.shape[0], q.shape[0])
-    lib.int8_gemv(q.data_ptr(), w.scales_f32.data_ptr(), x.data_ptr(), y.data_ptr(), q.shape[0], q.shape[1], x.shape[0],
-                   torch.get_num_threads())
+    lib.int8_gemv(
+        q.data_ptr(),
+        w.scales_f32.data_ptr(),
+        x.data_ptr(),
+        y.data_ptr(),
+        q.shape[0],
+        q.shape[1],
+        x.shape[0],
+        torch.get_num_threads(),
+    )
     return y
 
 
-def int8_screen(x: torch.Tensor, w: Int8Rows, per_l1: torch.Tensor, rel: float
-                ) -> tuple[torch.Tensor, torch.Tensor] | None:
+def int8_screen(x: torch.Tensor, w: Int8Rows, per_l1: torch.Tensor, rel: float) -> tuple[torch.Tensor, torch.Tensor] | None:
     """For fimgate/backend/model/screened_head.py, in one C call: x (k,) fp32 -> (y, rows): y = q x * scales,
     rows: the indices r with y_r + b_r >= max(y - b), b = per_l1 * |x|_1 + rel * |y|. None
     without the C kernel."""
@@ -81,6 +93,17 @@ def int8_screen(x: torch.Tensor, w: Int8Rows, per_l1: torch.Tensor, rel: float
     n = q.shape[0]
     y = torch.empty(n)
     rows = torch.empty(n, dtype=torch.int64)
-    count = lib.int8_screen(q.data_ptr(), w.scales_f32.data_ptr(), per_l1.data_ptr(), x.data_ptr(), y.data_ptr(),
-                             rows.data_ptr(), n, q.shape[1], float(x.abs().sum()), rel, torch.get_num_threads())
+    count = lib.int8_screen(
+        q.data_ptr(),
+        w.scales_f32.data_ptr(),
+        per_l1.data_ptr(),
+        x.data_ptr(),
+        y.data_ptr(),
+        rows.data_ptr(),
+        n,
+        q.shape[1],
+        float(x.abs().sum()),
+        rel,
+        torch.get_num_threads(),
+    )
     return y, rows[:count]

@@ -7,6 +7,7 @@ A linear is an fp32 (rows, cols) tensor or kernels/int8_gemv.Int8Rows. The calle
 weights alive and decides which models fit (fimgate/backend/model/fused_step.py); this module only checks
 shapes and dtypes and returns False where the kernel is not built, so the caller runs torch.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -25,15 +26,19 @@ class _Linear(ctypes.Structure):
 
 
 class _Layer(ctypes.Structure):
-    _fields_ = [("attn_norm", _P), ("mlp_norm", _P), ("qkv", _Linear), ("o", _Linear), ("gate_up", _Linear),
-                ("down", _Linear)]
+    _fields_ = [("attn_norm", _P), ("mlp_norm", _P), ("qkv", _Linear), ("o", _Linear), ("gate_up", _Linear), ("down", _Linear)]
 
 
-KERNEL = cpu_build.Kernel("llama_step", {
-    "llama_step": ([_P, _I, _P, _P, _P, _I, _I, _I, _P, _P, _I, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_float,
-                    _P, ctypes.c_int], ctypes.c_int),
-    "llama_step_workspace": ([_I, _I, _I, _I, _I, _I, ctypes.c_int], _I),
-})
+KERNEL = cpu_build.Kernel(
+    "llama_step",
+    {
+        "llama_step": (
+            [_P, _I, _P, _P, _P, _I, _I, _I, _P, _P, _I, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_float, _P, ctypes.c_int],
+            ctypes.c_int,
+        ),
+        "llama_step_workspace": ([_I, _I, _I, _I, _I, _I, ctypes.c_int], _I),
+    },
+)
 
 Weight = Union[torch.Tensor, Int8Rows]
 
@@ -77,13 +82,22 @@ def pack_layers(layers: list[LayerWeights]) -> ctypes.Array:
         for norm in (lw.attn_norm, lw.mlp_norm):
             if norm.dtype != torch.float32 or not norm.is_contiguous():
                 raise ValueError("llama_step: norms must be contiguous fp32")
-        arr[i] = _Layer(lw.attn_norm.data_ptr(), lw.mlp_norm.data_ptr(), _linear(lw.qkv), _linear(lw.o),
-                        _linear(lw.gate_up), _linear(lw.down))
+        arr[i] = _Layer(
+            lw.attn_norm.data_ptr(), lw.mlp_norm.data_ptr(), _linear(lw.qkv), _linear(lw.o), _linear(lw.gate_up), _linear(lw.down)
+        )
     return arr
 
 
-def llama_step(layers: ctypes.Array, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: int,
-               cos_t: torch.Tensor, sin_t: torch.Tensor, dims: Dims) -> bool:
+def llama_step(
+    layers: ctypes.Array,
+    x: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot: int,
+    cos_t: torch.Tensor,
+    sin_t: torch.Tensor,
+    dims: Dims,
+) -> bool:
     """x: (hidden,) fp32, the token's embedding, replaced by the last layer's output. k_cache,
     v_cache: (layers, kv_heads, capacity, head_dim) fp32 contiguous; row `slot` is written and
     rows [0, slot] attended to. cos_t, sin_t: (head_dim,) RoPE tables of the token's position.
@@ -91,19 +105,44 @@ def llama_step(layers: ctypes.Array, x: torch.Tensor, k_cache: torch.Tensor, v_c
     lib = KERNEL.lib
     if lib is None:
         return False
-    if not (k_cache.is_contiguous() and v_cache.is_contiguous() and k_cache.dtype == torch.float32
-            and v_cache.dtype == torch.float32 and x.is_contiguous() and x.dtype == torch.float32):
+    if not (
+        k_cache.is_contiguous()
+        and v_cache.is_contiguous()
+        and k_cache.dtype == torch.float32
+        and v_cache.dtype == torch.float32
+        and x.is_contiguous()
+        and x.dtype == torch.float32
+    ):
         raise ValueError("llama_step: x and the K/V caches must be contiguous fp32")
     if not 0 <= slot < k_cache.shape[2] or k_cache.shape[0] != len(layers):
         raise ValueError(f"llama_step: slot {slot} outside the cache, or {len(layers)} layers for {k_cache.shape[0]}")
     threads = torch.get_num_threads()
     cos_t, sin_t = cos_t.contiguous(), sin_t.contiguous()
-    ws = torch.empty(lib.llama_step_workspace(dims.hidden, dims.heads, dims.kv_heads, dims.head_dim,
-                                              dims.intermediate, slot + 1, threads))
-    rc = lib.llama_step(layers, len(layers), x.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                        k_cache.stride(0), k_cache.stride(1), slot, cos_t.data_ptr(), sin_t.data_ptr(), int(dims.gptj),
-                        dims.hidden, dims.heads, dims.kv_heads, dims.head_dim, dims.intermediate, dims.rms_eps,
-                        dims.attn_scale, ws.data_ptr(), threads)
+    ws = torch.empty(
+        lib.llama_step_workspace(dims.hidden, dims.heads, dims.kv_heads, dims.head_dim, dims.intermediate, slot + 1, threads)
+    )
+    rc = lib.llama_step(
+        layers,
+        len(layers),
+        x.data_ptr(),
+        k_cache.data_ptr(),
+        v_cache.data_ptr(),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        slot,
+        cos_t.data_ptr(),
+        sin_t.data_ptr(),
+        int(dims.gptj),
+        dims.hidden,
+        dims.heads,
+        dims.kv_heads,
+        dims.head_dim,
+        dims.intermediate,
+        dims.rms_eps,
+        dims.attn_scale,
+        ws.data_ptr(),
+        threads,
+    )
     if rc != 0:
         raise ValueError("llama_step: head_dim above 512")
     return True

@@ -16,6 +16,7 @@ Two layouts pair dimensions differently:
 
 Dimensions past rotary_dim (partial rotary) pass through unchanged.
 """
+
 from __future__ import annotations
 
 import math
@@ -93,8 +94,13 @@ def rope_tables(cos: torch.Tensor, sin: torch.Tensor, cfg: RopeConfig) -> tuple[
     return cos.repeat_interleave(2, dim=-1), torch.stack((-sin, sin), dim=-1).flatten(-2)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cfg: RopeConfig,
-               tables: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+def apply_rope(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    cfg: RopeConfig,
+    tables: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """x: (..., num_tokens, head_dim); cos, sin: (num_tokens, rotary_dim / 2). Returns a new tensor.
     On CUDA with Triton installed, the Triton kernel (fimgate/kernels/rope_triton.py) does the work.
     tables: rope_tables(cos, sin, cfg), for fp32 x rotated over the whole head: 4 ops instead of

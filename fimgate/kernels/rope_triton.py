@@ -14,6 +14,7 @@ The kernel writes a new tensor (never in place into a `.contiguous()` copy that 
 not). Untested here (no GPU on the dev machines): tests/unit/test_rope_triton.py and
 fimgate/bench/gpu_check.sh compare it against the reference where CUDA is present.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,18 @@ import triton.language as tl
 
 
 @triton.jit
-def _rope_kernel(x_ptr, out_ptr, cos_ptr, sin_ptr, num_tokens, head_dim, half,
-                 GPTJ: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_DIM: tl.constexpr):
+def _rope_kernel(
+    x_ptr,
+    out_ptr,
+    cos_ptr,
+    sin_ptr,
+    num_tokens,
+    head_dim,
+    half,
+    GPTJ: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BLOCK_DIM: tl.constexpr,
+):
     row = tl.program_id(0)
     tok = tl.program_id(1)
     base = (row * num_tokens + tok) * head_dim
@@ -54,6 +65,16 @@ def apply_rope_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, gpt
     xc = x.reshape(-1, num_tokens, head_dim).contiguous()
     out = torch.empty_like(xc)
     grid = (xc.shape[0], num_tokens)
-    _rope_kernel[grid](xc, out, cos.contiguous().float(), sin.contiguous().float(), num_tokens, head_dim, half,
-                       GPTJ=gptj, BLOCK_HALF=triton.next_power_of_2(half), BLOCK_DIM=triton.next_power_of_2(head_dim))
+    _rope_kernel[grid](
+        xc,
+        out,
+        cos.contiguous().float(),
+        sin.contiguous().float(),
+        num_tokens,
+        head_dim,
+        half,
+        GPTJ=gptj,
+        BLOCK_HALF=triton.next_power_of_2(half),
+        BLOCK_DIM=triton.next_power_of_2(head_dim),
+    )
     return out.reshape(shape)

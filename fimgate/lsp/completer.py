@@ -2,6 +2,7 @@
 engine in-process. Both take the whole document and a code-point cursor, per (user, document)
 session, so the planner sees every keystroke's document and serves EFIM appends, and both answer
 with the text as shown: the gateway's CompletionService shapes and cleans it, once."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,10 +19,25 @@ class HttpCompleter:
         self.url = url.rstrip("/")
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(60.0))
 
-    async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams,
-                       language: str = "", multiline: bool | None = None) -> str:
-        body = {"prompt": text[:cursor], "suffix": text[cursor:], "max_tokens": sampling.max_tokens,
-                "stop": list(sampling.stop), "user": user, "document": uri, "multiline": multiline}
+    async def complete(
+        self,
+        user: str,
+        uri: str,
+        text: str,
+        cursor: int,
+        sampling: SamplingParams,
+        language: str = "",
+        multiline: bool | None = None,
+    ) -> str:
+        body = {
+            "prompt": text[:cursor],
+            "suffix": text[cursor:],
+            "max_tokens": sampling.max_tokens,
+            "stop": list(sampling.stop),
+            "user": user,
+            "document": uri,
+            "multiline": multiline,
+        }
         r = await self._client.post(self.url + "/v1/completions", json=body)
         r.raise_for_status()
         return r.json()["choices"][0]["text"]
@@ -38,10 +54,19 @@ class EmbeddedCompleter:
         self.service = build() if build is not None and model is None else build_service(ServiceConfig(model=model))
         self.service.runner = runner
 
-    async def complete(self, user: str, uri: str, text: str, cursor: int, sampling: SamplingParams,
-                       language: str = "", multiline: bool | None = None) -> str:
-        state = EditorState(user_id=user, document_id=uri, text=text, cursor=cursor, path=uri.rsplit("/", 1)[-1],
-                            language=language)
+    async def complete(
+        self,
+        user: str,
+        uri: str,
+        text: str,
+        cursor: int,
+        sampling: SamplingParams,
+        language: str = "",
+        multiline: bool | None = None,
+    ) -> str:
+        state = EditorState(
+            user_id=user, document_id=uri, text=text, cursor=cursor, path=uri.rsplit("/", 1)[-1], language=language
+        )
         events, cancel = self.service.start(state, sampling, Shape(multiline=multiline))
         try:
             final = await asyncio.get_running_loop().run_in_executor(None, last_finished, events)

@@ -6,6 +6,7 @@
 - With a token (TCP mode), nothing but `initialize` carrying `initializationOptions.token` is
   served until it has been; a wrong token is refused and the connection serves nothing.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -51,9 +52,12 @@ class FimProtocol(LanguageServerProtocol):
                 self.authorized = True
             elif method != types.EXIT:
                 if msg_id is not None and method is not None:
-                    self._send_response(msg_id, error=JsonRpcServerError(
-                        "not authorized: initialize with initializationOptions.token", NOT_AUTHORIZED
-                    ).to_response_error())
+                    self._send_response(
+                        msg_id,
+                        error=JsonRpcServerError(
+                            "not authorized: initialize with initializationOptions.token", NOT_AUTHORIZED
+                        ).to_response_error(),
+                    )
                 return None
         if method is None and msg_id is not None and not hasattr(message, "result") and not hasattr(message, "error"):
             self._send_response(msg_id, error=JsonRpcInvalidRequest("Invalid Request: no method").to_response_error())

@@ -7,6 +7,7 @@
   the engine's cancel token). A slow backend means no suggestion, never a frozen editor.
 - didOpen pre-warms the cache, so the first keystroke in a file is not a cold prefill.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,7 @@ log = logging.getLogger("fimgate.lsp")
 
 
 class FimLanguageServer(LanguageServer):
-    def __init__(self, settings: LspSettings = LspSettings(), runner=None, token: str | None = None,
-                 build=None) -> None:
+    def __init__(self, settings: LspSettings = LspSettings(), runner=None, token: str | None = None, build=None) -> None:
         super().__init__("fimgate", "0.1.0", protocol_cls=FimProtocol)
         self.protocol.token = token
         self.build = build  # () -> CompletionService, for the embedded engine (the CLI's flags)
@@ -45,8 +45,9 @@ class FimLanguageServer(LanguageServer):
                 from fimgate.lsp.completer import EmbeddedCompleter
 
                 loop = asyncio.get_running_loop()
-                self._completer = await loop.run_in_executor(None, EmbeddedCompleter, self.settings.model, self.runner,
-                                                             self.build)
+                self._completer = await loop.run_in_executor(
+                    None, EmbeddedCompleter, self.settings.model, self.runner, self.build
+                )
         return self._completer
 
     def next_request(self, uri: str) -> int:
@@ -58,8 +59,7 @@ class FimLanguageServer(LanguageServer):
         return self._latest.get(uri) == rid
 
 
-def create_server(settings: LspSettings = LspSettings(), runner=None, token: str | None = None,
-                  build=None) -> FimLanguageServer:
+def create_server(settings: LspSettings = LspSettings(), runner=None, token: str | None = None, build=None) -> FimLanguageServer:
     """token: clients must initialize with initializationOptions.token (TCP mode). build: makes the
     embedded CompletionService (default: the bundled model, or the `model` setting)."""
     server = FimLanguageServer(settings, runner, token, build)
@@ -77,8 +77,7 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         doc = params.text_document
         try:
             completer = await ls.completer()
-            await completer.complete(ls.settings.user, doc.uri, doc.text, 0, SamplingParams(max_tokens=0),
-                                     doc.language_id or "")
+            await completer.complete(ls.settings.user, doc.uri, doc.text, 0, SamplingParams(max_tokens=0), doc.language_id or "")
         except Exception as e:  # pre-warming is best effort; never an error in the editor
             log.warning("pre-warm failed for %s: %s", doc.uri, e)
 
@@ -99,8 +98,10 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         try:
             completer = await ls.completer()
             # the service shapes the text (single/multi-line, clean-up): the server only carries it
-            shown = await asyncio.wait_for(completer.complete(s.user, uri, text, cursor, sampling, doc.language_id or "",
-                                                              True if s.multiline else None), s.timeout_ms / 1000)
+            shown = await asyncio.wait_for(
+                completer.complete(s.user, uri, text, cursor, sampling, doc.language_id or "", True if s.multiline else None),
+                s.timeout_ms / 1000,
+            )
         except asyncio.TimeoutError:
             return None
         except asyncio.CancelledError:
@@ -113,8 +114,9 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         if not shown:
             return None
         pos = params.position
-        return types.InlineCompletionList(items=[
-            types.InlineCompletionItem(insert_text=shown, range=types.Range(start=pos, end=pos))])
+        return types.InlineCompletionList(
+            items=[types.InlineCompletionItem(insert_text=shown, range=types.Range(start=pos, end=pos))]
+        )
 
     @server.command("fimgate.debugDocument")
     def debug_document(ls: FimLanguageServer, uri: str) -> str | None:

@@ -1,5 +1,6 @@
 """The `fimgate` settings section an editor sends (initializationOptions or
 workspace/didChangeConfiguration), with defaults and bounds."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -23,8 +24,15 @@ class LspSettings:
         if not isinstance(raw, dict):
             return self
         out = self
-        keys = {"gateway": "gateway", "model": "model", "debounceMs": "debounce_ms", "maxTokens": "max_tokens",
-                "multiline": "multiline", "timeoutMs": "timeout_ms", "user": "user"}
+        keys = {
+            "gateway": "gateway",
+            "model": "model",
+            "debounceMs": "debounce_ms",
+            "maxTokens": "max_tokens",
+            "multiline": "multiline",
+            "timeoutMs": "timeout_ms",
+            "user": "user",
+        }
         for key, attr in keys.items():
             if key not in raw:
                 continue

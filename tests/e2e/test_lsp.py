@@ -1,5 +1,6 @@
 """`fimgate lsp` end to end: pytest-lsp starts the server as a subprocess and speaks LSP to it,
 with the real bundled model behind it."""
+
 import sys
 
 import pytest
@@ -13,24 +14,37 @@ TEXT = "def fibonacci(n):\r\n    if n < 2:\r\n        return n\r\n    \r\n\r\npr
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "fimgate", "lsp"]))
 async def client(lsp_client: LanguageClient):
-    lsp_client.init_result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=types.ClientCapabilities(),
-        initialization_options={"fimgate": {"debounceMs": 10, "maxTokens": 16, "timeoutMs": 60000}}))
+    lsp_client.init_result = await lsp_client.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(),
+            initialization_options={"fimgate": {"debounceMs": 10, "maxTokens": 16, "timeoutMs": 60000}},
+        )
+    )
     yield
     await lsp_client.shutdown_session()
 
 
 def _type(client, version, line, character, text):
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line, character), end=types.Position(line, character)), text=text)]))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(start=types.Position(line, character), end=types.Position(line, character)), text=text
+                )
+            ],
+        )
+    )
 
 
 async def _inline(client, line, character):
-    return await client.text_document_inline_completion_async(types.InlineCompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=URI), position=types.Position(line=line, character=character),
-        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+    return await client.text_document_inline_completion_async(
+        types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=URI),
+            position=types.Position(line=line, character=character),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        )
+    )
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -40,8 +54,9 @@ async def test_server_advertises_inline_completion(client: LanguageClient):
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_type_then_get_a_completion_from_the_real_model(client: LanguageClient):
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=URI, language_id="python", version=1, text=TEXT)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(uri=URI, language_id="python", version=1, text=TEXT))
+    )
     for i, ch in enumerate("return fib"):  # typed one key at a time on line 3, after 4 spaces
         _type(client, 2 + i, 3, 4 + i, ch)
     result = await _inline(client, 3, 14)
@@ -55,8 +70,7 @@ async def test_type_then_get_a_completion_from_the_real_model(client: LanguageCl
 async def test_a_newer_request_supersedes_an_older_one(client: LanguageClient):
     import asyncio
 
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimgate": {"debounceMs": 300}}))
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"fimgate": {"debounceMs": 300}}))
     _type(client, 20, 3, 14, "o")
     first = asyncio.ensure_future(_inline(client, 3, 15))
     await asyncio.sleep(0.05)  # the first request is on the wire; the person types on
@@ -64,8 +78,7 @@ async def test_a_newer_request_supersedes_an_older_one(client: LanguageClient):
     second = await _inline(client, 3, 16)
     assert await first is None  # superseded: no stale suggestion
     assert second is not None and second.items
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimgate": {"debounceMs": 10}}))
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"fimgate": {"debounceMs": 10}}))
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -79,8 +92,9 @@ async def test_positions_are_utf16_on_a_crlf_line_with_astral_text(client: Langu
     if result is not None:
         assert result.items[0].range.start == types.Position(5, col + 1)
     assert doc_line  # the edit landed where the client meant: checked through the server's view below
-    text = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="fimgate.debugDocument",
-                                                                                  arguments=[URI]))
+    text = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="fimgate.debugDocument", arguments=[URI])
+    )
     assert text.split("\r\n")[5] == doc_line
 
 
@@ -88,17 +102,17 @@ async def test_positions_are_utf16_on_a_crlf_line_with_astral_text(client: Langu
 async def test_cancel_request_leaves_the_server_serving(client: LanguageClient):
     import asyncio
 
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimgate": {"debounceMs": 300}}))
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"fimgate": {"debounceMs": 300}}))
     params = types.InlineCompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=URI), position=types.Position(line=3, character=16),
-        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
+        text_document=types.TextDocumentIdentifier(uri=URI),
+        position=types.Position(line=3, character=16),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+    )
     pending = client.protocol.send_request(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id="to-cancel")
     await asyncio.sleep(0.05)
     client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="to-cancel"))
     await asyncio.sleep(0.5)
     assert pending.done()  # answered (cancelled) without waiting for the model
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"fimgate": {"debounceMs": 10}}))
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"fimgate": {"debounceMs": 10}}))
     after = await _inline(client, 3, 16)
     assert after is not None and after.items  # and the server goes on serving

@@ -2,6 +2,7 @@
 before anything is served, no file the editor did not open, an answer to every request, and no
 Python traceback in any reply. pygls's TCP server serves one connection, then stops: the tests
 share it, in order."""
+
 import json
 import os
 import socket
@@ -24,9 +25,13 @@ def _free_port():
 def rpc():
     port = _free_port()
     env = dict(os.environ, FIMGATE_LSP_TOKEN=TOKEN)
-    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "lsp", "--tcp", f"127.0.0.1:{port}",
-                             "--gateway", "http://127.0.0.1:9"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fimgate", "lsp", "--tcp", f"127.0.0.1:{port}", "--gateway", "http://127.0.0.1:9"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.time() + 60
     while True:
         try:
@@ -77,8 +82,11 @@ class Rpc:
         return self.reply(msg_id)
 
     def initialize(self, token):
-        return self.request("init", "initialize", {"processId": None, "rootUri": None, "capabilities": {},
-                                                   "initializationOptions": {"token": token}})
+        return self.request(
+            "init",
+            "initialize",
+            {"processId": None, "rootUri": None, "capabilities": {}, "initializationOptions": {"token": token}},
+        )
 
     def close(self):
         self.sock.close()
@@ -100,8 +108,13 @@ def test_an_authorized_client_reads_only_documents_it_opened(rpc, tmp_path):
     r = rpc.request(3, "workspace/executeCommand", {"command": "fimgate.debugDocument", "arguments": [secret.as_uri()]})
     assert r.get("result") is None and "sk-live" not in json.dumps(r)
     uri = "file:///work/demo/opened.py"
-    rpc.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": uri, "languageId": "python", "version": 1, "text": "x = 1\n"}}})
+    rpc.send(
+        {
+            "jsonrpc": "2.0",
+            "method": "textDocument/didOpen",
+            "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "x = 1\n"}},
+        }
+    )
     r = rpc.request(4, "workspace/executeCommand", {"command": "fimgate.debugDocument", "arguments": [uri]})
     assert r["result"] == "x = 1\n"
 

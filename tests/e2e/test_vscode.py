@@ -5,6 +5,7 @@ in the file. Also measures keystroke -> ghost text over 30 keystrokes.
 Needs `tests/e2e/vscode/setup.sh` (CI runs it). Without it the test is skipped, unless
 FIMGATE_E2E_VSCODE=1 says it must run (CI sets it).
 """
+
 import json
 import os
 import shutil
@@ -56,41 +57,81 @@ def test_ghost_text_from_fimgate_in_real_vscode(tmp_path):
     (work / "fib.py").write_text(SOURCE)
     user = tmp_path / "user-data" / "User"
     user.mkdir(parents=True)
-    (user / "settings.json").write_text(json.dumps({
-        "fimgate.gatewayUrl": f"http://127.0.0.1:{gw_port}", "fimgate.debounceMs": 50,
-        "editor.inlineSuggest.enabled": True, "workbench.startupEditor": "none",
-        "security.workspace.trust.enabled": False, "telemetry.telemetryLevel": "off",
-        "extensions.autoCheckUpdates": False, "extensions.autoUpdate": False,
-        "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
-        "editor.suggestOnTriggerCharacters": False}))
+    (user / "settings.json").write_text(
+        json.dumps(
+            {
+                "fimgate.gatewayUrl": f"http://127.0.0.1:{gw_port}",
+                "fimgate.debounceMs": 50,
+                "editor.inlineSuggest.enabled": True,
+                "workbench.startupEditor": "none",
+                "security.workspace.trust.enabled": False,
+                "telemetry.telemetryLevel": "off",
+                "extensions.autoCheckUpdates": False,
+                "extensions.autoUpdate": False,
+                "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
+                "editor.suggestOnTriggerCharacters": False,
+            }
+        )
+    )
     ext = tmp_path / "extensions"
-    subprocess.run([CODE_SERVER, "--user-data-dir", str(tmp_path / "user-data"), "--extensions-dir", str(ext),
-                    "--install-extension", VSIX], env=env, check=True, capture_output=True, timeout=300)
-    gateway = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(gw_port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    code = subprocess.Popen([CODE_SERVER, "--auth", "none", "--bind-addr", f"127.0.0.1:{cs_port}",
-                             "--user-data-dir", str(tmp_path / "user-data"), "--extensions-dir", str(ext),
-                             "--disable-telemetry", "--disable-update-check", str(work)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [CODE_SERVER, "--user-data-dir", str(tmp_path / "user-data"), "--extensions-dir", str(ext), "--install-extension", VSIX],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    gateway = subprocess.Popen(
+        [sys.executable, "-m", "fimgate", "serve", "--port", str(gw_port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    code = subprocess.Popen(
+        [
+            CODE_SERVER,
+            "--auth",
+            "none",
+            "--bind-addr",
+            f"127.0.0.1:{cs_port}",
+            "--user-data-dir",
+            str(tmp_path / "user-data"),
+            "--extensions-dir",
+            str(ext),
+            "--disable-telemetry",
+            "--disable-update-check",
+            str(work),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait(f"http://127.0.0.1:{gw_port}/health")
         _wait(f"http://127.0.0.1:{cs_port}/healthz")
-        r = subprocess.run(["node", os.path.join(HERE, "drive.js"), f"http://127.0.0.1:{cs_port}/?folder={work}",
-                            "fib.py", out, "30"], env=env, capture_output=True, text=True, timeout=900)
+        r = subprocess.run(
+            ["node", os.path.join(HERE, "drive.js"), f"http://127.0.0.1:{cs_port}/?folder={work}", "fib.py", out, "30"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         result = json.loads(r.stdout.strip().splitlines()[-1])
         assert result["ok"], result.get("error")
         with open(os.path.join(out, "latency.json"), "w") as f:
             json.dump(result, f, indent=2)
-        print(f"\nkeystroke -> ghost text over {result['trials']} keystrokes: p50 {result['p50_ms']} ms, "
-              f"p90 {result['p90_ms']} ms ({result['withGhost']} with ghost text); screenshots in {out}")
+        print(
+            f"\nkeystroke -> ghost text over {result['trials']} keystrokes: p50 {result['p50_ms']} ms, "
+            f"p90 {result['p90_ms']} ms ({result['withGhost']} with ghost text); screenshots in {out}"
+        )
         assert os.path.exists(os.path.join(out, "before-tab.png"))
         shown = result["shown"].replace("\xa0", " ")  # the DOM renders spaces as no-break spaces
         assert shown.strip()
         # the ghost text is fimgate's: the gateway gives the same greedy completion for that cursor
         text = SOURCE.replace("return fib\n", "return fibo\n")
         cursor = text.index("return fibo") + len("return fibo")
-        again = httpx.post(f"http://127.0.0.1:{gw_port}/v1/completions", timeout=120, json={
-            "prompt": text[:cursor], "suffix": text[cursor:], "max_tokens": 48, "user": "check", "document": "x"})
+        again = httpx.post(
+            f"http://127.0.0.1:{gw_port}/v1/completions",
+            timeout=120,
+            json={"prompt": text[:cursor], "suffix": text[cursor:], "max_tokens": 48, "user": "check", "document": "x"},
+        )
         assert again.json()["choices"][0]["text"] == shown
         # Tab put it in the file, and the file was saved
         assert f"return fibo{shown}\n" in (work / "fib.py").read_text()

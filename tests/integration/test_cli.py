@@ -1,4 +1,5 @@
 """`fimgate complete` and `fimgate models` as a user runs them: real model, real process."""
+
 import json
 import subprocess
 import sys
@@ -45,18 +46,25 @@ def test_complete_shows_what_the_gateway_shows(tmp_path):
 
 
 def test_bench_engine_runs_bf16_prompts_and_says_so():
-    r = fimgate("bench", "engine", "--prefill-dtype", "bfloat16", "--dtype", "int8", "--prefill-tokens", "100",
-                "--cached-tokens", "120")
+    r = fimgate(
+        "bench", "engine", "--prefill-dtype", "bfloat16", "--dtype", "int8", "--prefill-tokens", "100", "--cached-tokens", "120"
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["precision"] == "int8+bfloat16-prompts"
     assert out["prefill_tokens_per_s"] > 0 and out["append_prefilled_tokens"] == 1
 
 
-@pytest.mark.parametrize("case,needle", [
-    ("empty", "is empty"), ("offset", "outside"), ("binary", "not UTF-8"), ("model", "does not exist"),
-    ("missing", "no such file"),
-])
+@pytest.mark.parametrize(
+    "case,needle",
+    [
+        ("empty", "is empty"),
+        ("offset", "outside"),
+        ("binary", "not UTF-8"),
+        ("model", "does not exist"),
+        ("missing", "no such file"),
+    ],
+)
 def test_bad_input_is_a_clear_error_not_a_traceback(tmp_path, case, needle):
     f = tmp_path / "x.py"
     f.write_text("x = 1\n")
@@ -81,14 +89,19 @@ def test_models_lists_the_bundled_model():
     assert r.returncode == 0 and "smollm2-135m" in r.stdout and ".gguf" in r.stdout
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["bench", "engine", "--peers", "llama.cpp,ollama"], "unknown peer 'ollama'"),
-    (["bench", "replay", "x.jsonl", "--typing-first", "--warmup-yield-ms", "500"], "give one of them"),
-    (["bench", "replay", "x.jsonl", "--strategies", "efim+correction", "--peers", "llama.cpp"],
-     "add one of them to --strategies"),
-    (["bench", "quality", "--compare-dtype", "float32"], "precision already measured"),
-    (["bench", "replay", "x.jsonl", "--dump-outcomes", "/nonexistent/dir/out.jsonl"], "--dump-outcomes"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["bench", "engine", "--peers", "llama.cpp,ollama"], "unknown peer 'ollama'"),
+        (["bench", "replay", "x.jsonl", "--typing-first", "--warmup-yield-ms", "500"], "give one of them"),
+        (
+            ["bench", "replay", "x.jsonl", "--strategies", "efim+correction", "--peers", "llama.cpp"],
+            "add one of them to --strategies",
+        ),
+        (["bench", "quality", "--compare-dtype", "float32"], "precision already measured"),
+        (["bench", "replay", "x.jsonl", "--dump-outcomes", "/nonexistent/dir/out.jsonl"], "--dump-outcomes"),
+    ],
+)
 def test_bad_benchmark_flags_are_clear_errors(args, needle):
     r = fimgate(*args)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
@@ -98,8 +111,24 @@ def test_bench_replay_dumps_every_request_and_names_what_its_slowest_are(tmp_pat
     from tests.conftest import HEAD_TRACE as trace
 
     dump = tmp_path / "outcomes.jsonl"
-    r = fimgate("bench", "replay", trace, "--limit-requests", "12", "--strategies", "efim", "--users", "2",
-                "--max-tokens", "1", "--pin-policy", "lru-only,pin", "--dump-outcomes", str(dump), timeout=600)
+    r = fimgate(
+        "bench",
+        "replay",
+        trace,
+        "--limit-requests",
+        "12",
+        "--strategies",
+        "efim",
+        "--users",
+        "2",
+        "--max-tokens",
+        "1",
+        "--pin-policy",
+        "lru-only,pin",
+        "--dump-outcomes",
+        str(dump),
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     rows = [json.loads(line) for line in dump.read_text().splitlines()]

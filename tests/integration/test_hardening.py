@@ -1,6 +1,7 @@
 """`fimgate serve` (real HTTP, the bundled model) against what a buggy or hostile client sends.
 Each test is one finding of the hardening issue, and failed before its fix. Time bounds here are
 generous ceilings on what used to take minutes, not benchmarks."""
+
 import json
 import signal
 import socket
@@ -19,8 +20,12 @@ COUNTING = "numbers = [" + ", ".join(str(i) for i in range(40)) + ", "  # the mo
 
 def _start(*flags):
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--port", str(port), *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fimgate", "serve", "--port", str(port), *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -43,16 +48,25 @@ def url():
 
 def _small(url, **extra):
     t0 = time.perf_counter()
-    r = httpx.post(url + "/v1/completions", json={"prompt": "def add(a, b):\n    return ", "suffix": "\n",
-                                                  "max_tokens": 4, "user": "bystander", **extra}, timeout=120)
+    r = httpx.post(
+        url + "/v1/completions",
+        json={"prompt": "def add(a, b):\n    return ", "suffix": "\n", "max_tokens": 4, "user": "bystander", **extra},
+        timeout=120,
+    )
     return r, time.perf_counter() - t0
 
 
 def test_repetitive_context_does_not_wedge_the_server(url):
     """Finding 1: the planner's reuse hints (difflib) on the event loop took 96 s at 5k tokens."""
     for digit in "23":
-        body = {"input_prefix": "def f(x):\n    return ", "input_suffix": "\n", "n_predict": 2, "user": "ctx",
-                "filename": "b.py", "input_extra": [{"filename": "a.py", "text": f"q = {digit}\n" * 2000}]}
+        body = {
+            "input_prefix": "def f(x):\n    return ",
+            "input_suffix": "\n",
+            "n_predict": 2,
+            "user": "ctx",
+            "filename": "b.py",
+            "input_extra": [{"filename": "a.py", "text": f"q = {digit}\n" * 2000}],
+        }
         work = threading.Thread(target=httpx.post, args=(url + "/infill",), kwargs={"json": body, "timeout": 120})
         work.start()
         t0 = time.perf_counter()
@@ -74,8 +88,7 @@ def test_healing_is_bounded_whatever_the_prompt_ends_with(url):
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_client_that_vanishes_does_not_delay_the_next_user(url, stream):
     """Finding 3: a disconnected client's generation ran to its end while others waited."""
-    body = {"prompt": COUNTING, "suffix": "]\n", "max_tokens": 2048, "raw": True, "user": "vanisher",
-            "stream": stream}
+    body = {"prompt": COUNTING, "suffix": "]\n", "max_tokens": 2048, "raw": True, "user": "vanisher", "stream": stream}
     if stream:
         with httpx.stream("POST", url + "/v1/completions", json=body, timeout=30) as r:
             for i, _ in enumerate(r.iter_lines()):
@@ -87,18 +100,19 @@ def test_a_client_that_vanishes_does_not_delay_the_next_user(url, stream):
     r, took = _small(url)
     assert r.status_code == 200
     assert took < 8  # 2,048 tokens of counting take ~40 s here
-    cancelled = [line for line in httpx.get(url + "/metrics").text.splitlines()
-                 if line.startswith("fimgate_cancelled_total")]
+    cancelled = [line for line in httpx.get(url + "/metrics").text.splitlines() if line.startswith("fimgate_cancelled_total")]
     assert cancelled and float(cancelled[0].split()[-1]) >= 1
 
 
 def test_a_chunked_body_is_held_to_the_size_limit(url):
     """Finding 4: the 8 MiB limit read only Content-Length; a chunked 100 MB body was accepted."""
+
     def chunks():
         yield b'{"prompt": "'
         for _ in range(10):
             yield b"a" * (1024 * 1024)
         yield b'"}'
+
     r = httpx.post(url + "/v1/completions", content=chunks(), timeout=60)
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
     body = {"input_prefix": "x", "input_extra": [{"filename": f"{i}.py", "text": "y" * 200_000} for i in range(6)]}
@@ -106,9 +120,17 @@ def test_a_chunked_body_is_held_to_the_size_limit(url):
     assert r.status_code == 400 and "input_extra" in r.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("extra", [{"temperature": 1e-38}, {"temperature": 1.0, "top_p": 1e-38},
-                                   {"seed": 2 ** 64}, {"max_tokens": "10"}, {"max_tokens": True},
-                                   {"stream": "yes"}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"temperature": 1e-38},
+        {"temperature": 1.0, "top_p": 1e-38},
+        {"seed": 2**64},
+        {"max_tokens": "10"},
+        {"max_tokens": True},
+        {"stream": "yes"},
+    ],
+)
 @pytest.mark.parametrize("stream", [False, True])
 def test_odd_values_are_a_4xx_or_an_answer_never_a_500(url, extra, stream):
     """Findings 6 and 8: tiny temperatures and huge seeds were 500s; strings and booleans were
@@ -136,8 +158,12 @@ def test_lone_surrogates_in_input_extra_are_a_clear_400(url, field):
 
 def test_a_form_content_type_is_read_as_json(url):
     """`curl -d` sends application/x-www-form-urlencoded; llama-server reads the JSON anyway."""
-    r = httpx.post(url + "/v1/completions", content=json.dumps({"prompt": "x = ", "max_tokens": 2}),
-                   headers={"Content-Type": "application/x-www-form-urlencoded"}, timeout=60)
+    r = httpx.post(
+        url + "/v1/completions",
+        content=json.dumps({"prompt": "x = ", "max_tokens": 2}),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        timeout=60,
+    )
     assert r.status_code == 200, r.text
 
 
@@ -158,8 +184,7 @@ def test_half_sent_headers_and_bodies_are_dropped(url):
 
 def test_a_busy_port_is_an_error_exit(url):
     port = url.rsplit(":", 1)[1]
-    r = subprocess.run([sys.executable, "-m", "fimgate", "serve", "--port", port], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run([sys.executable, "-m", "fimgate", "serve", "--port", port], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "cannot listen" in r.stderr and "serving" not in r.stderr
 

@@ -1,4 +1,5 @@
 """The bundled GGUF exported as a Hugging Face folder (what vLLM serves) is the same model."""
+
 import json
 
 import pytest

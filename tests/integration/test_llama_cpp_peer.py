@@ -1,6 +1,7 @@
 """The llama.cpp peer (fimgate/bench/peers/llama_cpp.py) on the bundled GGUF: the same token prompts,
 llama-server-style prompt reuse, fimgate's stops and healing. Skips without llama-cpp-python
 (an optional extra: `pip install 'fimgate[peers]'`; CI does not build llama.cpp)."""
+
 import json
 
 import pytest
@@ -43,23 +44,26 @@ def test_prompt_reuse_is_the_longest_common_prefix_and_per_user(peer, smol_tok):
 
 def test_stops_and_healing_as_the_embedded_engine_applies_them(peer, smol_tok):
     prompt = smol_tok.encode("def fibonacci(n):\n    if n < 2:\n        return n\n    return fib")
-    plan = FimPlan(prompt_ids=tuple(prompt), user_id="h", session_id="s",
-                   sampling=SamplingParams(max_tokens=16, stop=("\n",)), healing=HealingConstraint("onacci(n"))
+    plan = FimPlan(
+        prompt_ids=tuple(prompt),
+        user_id="h",
+        session_id="s",
+        sampling=SamplingParams(max_tokens=16, stop=("\n",)),
+        healing=HealingConstraint("onacci(n"),
+    )
     out = last_finished(peer.generate(plan))
     assert out.text.startswith(" - 1)") and "\n" not in out.text  # after the re-spelled text, one line
     assert out.usage.finish_reason == "stop"
 
 
 def test_bench_engine_puts_llama_cpp_beside_fimgate():
-    r = fimgate("bench", "engine", "--peers", "llama.cpp", "--prefill-tokens", "200", "--cached-tokens", "300",
-                timeout=600)
+    r = fimgate("bench", "engine", "--peers", "llama.cpp", "--prefill-tokens", "200", "--cached-tokens", "300", timeout=600)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["llama.cpp"]["append_prefilled_tokens"] == 1 and out["fimgate"]["append_prefilled_tokens"] == 1
     assert out["llama.cpp"]["prefill_tokens_per_s"] > 0 and out["llama.cpp"]["decode_tokens_per_s_at_32"] > 0
     ratio = out["fimgate_vs_llama.cpp"]["append_1_token_ttft"]
-    assert ratio == pytest.approx(out["fimgate"]["append_1_token_ttft_ms"] / out["llama.cpp"]["append_1_token_ttft_ms"],
-                                  rel=0.02)
+    assert ratio == pytest.approx(out["fimgate"]["append_1_token_ttft_ms"] / out["llama.cpp"]["append_1_token_ttft_ms"], rel=0.02)
 
 
 def test_bench_quality_compares_llama_cpps_completions_with_fimgates():
@@ -70,8 +74,21 @@ def test_bench_quality_compares_llama_cpps_completions_with_fimgates():
     data = os.path.join(SHARED, "data", "humaneval-infilling")
     if not os.path.isdir(data):
         pytest.skip("HumanEval infilling data (../shared) not here")
-    r = fimgate("bench", "quality", "--limit", "2", "--strategies", "no-cache,efim+correction", "--max-tokens", "16",
-                "--data-dir", data, "--peers", "llama.cpp", timeout=600)
+    r = fimgate(
+        "bench",
+        "quality",
+        "--limit",
+        "2",
+        "--strategies",
+        "no-cache,efim+correction",
+        "--max-tokens",
+        "16",
+        "--data-dir",
+        data,
+        "--peers",
+        "llama.cpp",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert set(out["fimgate"]) == {"no-cache", "efim+correction"} and set(out["llama.cpp"]) == {"no-cache"}
@@ -83,8 +100,23 @@ def test_bench_quality_compares_llama_cpps_completions_with_fimgates():
 def test_bench_replay_peers_can_go_without_the_prewarms():
     from tests.conftest import HEAD_TRACE as trace
 
-    r = fimgate("bench", "replay", trace, "--limit-requests", "12", "--strategies", "efim", "--prewarm",
-                "--max-tokens", "2", "--peers", "llama.cpp", "--peer-prewarm", "none", timeout=600)
+    r = fimgate(
+        "bench",
+        "replay",
+        trace,
+        "--limit-requests",
+        "12",
+        "--strategies",
+        "efim",
+        "--prewarm",
+        "--max-tokens",
+        "2",
+        "--peers",
+        "llama.cpp",
+        "--peer-prewarm",
+        "none",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["efim"]["prewarm"]["requests"] > 0 and out["llama.cpp/efim"]["prewarm"]["requests"] == 0

@@ -1,5 +1,6 @@
 """`/infill` and `/props` as llama-server answers them, with the requests llama.vscode 0.0.63 sends
 (src/llama-server.ts: createRequestPayload), over real HTTP with the bundled model."""
+
 import httpx
 import pytest
 
@@ -13,13 +14,37 @@ SUFFIX = "\n\n\nprint(area(2, 3))\n"
 def llama_vscode_body(input_prefix, prompt, input_suffix, chunks=(), n_predict=128, **extra):
     """What llama.vscode posts for a completion (n_predict > 0) or a warm-up (n_predict 0)."""
     if n_predict == 0:
-        return {"id_slot": 0, "input_prefix": input_prefix, "input_suffix": input_suffix, "input_extra": list(chunks),
-                "prompt": prompt, "n_predict": 0, "samplers": [], "cache_prompt": True, "t_max_prompt_ms": 500,
-                "t_max_predict_ms": 1, **extra}
-    return {"id_slot": 0, "input_prefix": input_prefix, "input_suffix": input_suffix, "input_extra": list(chunks),
-            "prompt": prompt, "n_predict": n_predict, "n_cmpl": 3, "top_k": 40, "top_p": 0.99, "stream": False,
-            "samplers": ["top_k", "top_p", "infill"], "cache_prompt": True, "n_indent": 4, "t_max_prompt_ms": 500,
-            "t_max_predict_ms": 2500, **extra}
+        return {
+            "id_slot": 0,
+            "input_prefix": input_prefix,
+            "input_suffix": input_suffix,
+            "input_extra": list(chunks),
+            "prompt": prompt,
+            "n_predict": 0,
+            "samplers": [],
+            "cache_prompt": True,
+            "t_max_prompt_ms": 500,
+            "t_max_predict_ms": 1,
+            **extra,
+        }
+    return {
+        "id_slot": 0,
+        "input_prefix": input_prefix,
+        "input_suffix": input_suffix,
+        "input_extra": list(chunks),
+        "prompt": prompt,
+        "n_predict": n_predict,
+        "n_cmpl": 3,
+        "top_k": 40,
+        "top_p": 0.99,
+        "stream": False,
+        "samplers": ["top_k", "top_p", "infill"],
+        "cache_prompt": True,
+        "n_indent": 4,
+        "t_max_prompt_ms": 500,
+        "t_max_predict_ms": 2500,
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +65,16 @@ def test_a_llama_vscode_request_gets_llama_servers_answer(url):
     out = _infill(url, llama_vscode_body(PREFIX_LINES, LINE, SUFFIX))
     assert out["content"].strip() and "\n" not in out["content"]
     assert isinstance(out["generation_settings"]["n_ctx"], int) and out["generation_settings"]["n_ctx"] > 1000
-    for key in ("prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_n", "predicted_ms",
-                "predicted_per_token_ms", "predicted_per_second"):
+    for key in (
+        "prompt_n",
+        "prompt_ms",
+        "prompt_per_token_ms",
+        "prompt_per_second",
+        "predicted_n",
+        "predicted_ms",
+        "predicted_per_token_ms",
+        "predicted_per_second",
+    ):
         assert key in out["timings"], key
     assert out["timings"]["predicted_n"] == out["tokens_predicted"] > 0
     assert out["truncated"] is False and out["stop_type"] in ("eos", "limit", "word")
@@ -49,8 +82,7 @@ def test_a_llama_vscode_request_gets_llama_servers_answer(url):
 
 
 def test_response_fields_are_the_only_fields(url):
-    out = _infill(url, llama_vscode_body(PREFIX_LINES, LINE, SUFFIX, response_fields=["content", "timings/prompt_n",
-                                                                                       "no/such"]))
+    out = _infill(url, llama_vscode_body(PREFIX_LINES, LINE, SUFFIX, response_fields=["content", "timings/prompt_n", "no/such"]))
     assert set(out) == {"content", "timings/prompt_n"}
 
 

@@ -1,6 +1,7 @@
 """Every command of the README's "Use it" block, run as written (the port aside) against a real
 `fimgate serve`: what a new user pastes works. (`make serve` and `make test`, the first block, are
 what CI itself runs.)"""
+
 import json
 import os
 import re

@@ -1,4 +1,5 @@
 """Suffix-KV correction on the real model: position is exact, full recompute equals a prefill."""
+
 import torch
 
 from fimgate.backend.base import FimPlan, Finished, SamplingParams
@@ -17,8 +18,14 @@ def _prompts(tok):
 def _run(engine, ids, user, share=None, hints=(), max_tokens=8):
     from fimgate.backend.base import ReuseHint
 
-    plan = FimPlan(prompt_ids=ids, user_id=user, session_id="doc", sampling=SamplingParams(max_tokens=max_tokens),
-                   reuse_hints=tuple(ReuseHint(*h) for h in hints), recompute_share=share)
+    plan = FimPlan(
+        prompt_ids=ids,
+        user_id=user,
+        session_id="doc",
+        sampling=SamplingParams(max_tokens=max_tokens),
+        reuse_hints=tuple(ReuseHint(*h) for h in hints),
+        recompute_share=share,
+    )
     return [e for e in engine.generate(plan) if isinstance(e, Finished)][0]
 
 

@@ -2,6 +2,7 @@
 (exported as a Hugging Face folder), fimgate's router and gateway in front, vLLM's own
 cached_tokens as the measure. Skipped unless the vLLM environment exists (`make vllm-setup`,
 which CI runs, or FIMGATE_VLLM_PYTHON)."""
+
 import json
 import os
 import socket
@@ -24,9 +25,13 @@ from tests.conftest import HEAD_TRACE as TRACE
 from tests.conftest import ROOT, source_files
 
 # CI sets FIMGATE_REQUIRE_VLLM=1: there a missing vLLM environment is a failure, not a skip
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not os.environ.get("FIMGATE_REQUIRE_VLLM") and (vllm_python() is None or bundled_model_path() is None),
-    reason="no vLLM environment (make vllm-setup) or bundled model")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not os.environ.get("FIMGATE_REQUIRE_VLLM") and (vllm_python() is None or bundled_model_path() is None),
+        reason="no vLLM environment (make vllm-setup) or bundled model",
+    ),
+]
 
 NUM_BLOCKS = 160  # 32-token blocks: ~5k tokens of KV per server, so other users' traffic can fill it
 REPLAY_REQUESTS = 60
@@ -52,8 +57,7 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def servers(model_dir, tmp_path_factory):
     logs = str(tmp_path_factory.mktemp("vllm-logs"))
-    with vllm_servers(model_dir, _free_ports(2), log_dir=logs, num_blocks=NUM_BLOCKS, pins=True,
-                      max_model_len=4096) as urls:
+    with vllm_servers(model_dir, _free_ports(2), log_dir=logs, num_blocks=NUM_BLOCKS, pins=True, max_model_len=4096) as urls:
         yield urls
 
 
@@ -63,8 +67,9 @@ def tokenizer():
 
 
 def _backend(urls, tokenizer, pins=True):
-    return VllmBackend(VllmConfig(urls=tuple(urls), block_size=32, capacity_tokens=NUM_BLOCKS * 32, pins=pins),
-                       tokenizer, CacheSalts())
+    return VllmBackend(
+        VllmConfig(urls=tuple(urls), block_size=32, capacity_tokens=NUM_BLOCKS * 32, pins=pins), tokenizer, CacheSalts()
+    )
 
 
 def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(servers, tokenizer, tmp_path):
@@ -84,9 +89,11 @@ def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(s
     ratio = efim / psm
     stats = backend.stats()
     (tmp_path / "vllm-replay.json").write_text(json.dumps({**result, "ratio": ratio, "routing": stats}, indent=2))
-    print(f"\nvLLM prefilled tokens/request: psm-prefix {psm}, efim {efim} ({ratio:.3f}x); "
-          f"cache hit share psm {result['psm-prefix']['cache_hit_share']}, efim {result['efim']['cache_hit_share']}; "
-          f"routing {stats}")
+    print(
+        f"\nvLLM prefilled tokens/request: psm-prefix {psm}, efim {efim} ({ratio:.3f}x); "
+        f"cache hit share psm {result['psm-prefix']['cache_hit_share']}, efim {result['efim']['cache_hit_share']}; "
+        f"routing {stats}"
+    )
     assert result["efim"]["ran"] >= 10
     assert result["efim"]["cache_hit_share"] > 0.8  # vLLM's own count: each keystroke hits the anchor
     assert ratio < 0.3
@@ -98,8 +105,14 @@ def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(s
 
 
 def _plan(ids, user, session, pin_tokens=0, max_tokens=2, at_s=None):
-    return FimPlan(prompt_ids=tuple(ids), user_id=user, session_id=session,
-                   sampling=SamplingParams(max_tokens=max_tokens), pin_tokens=pin_tokens, issued_at_s=at_s)
+    return FimPlan(
+        prompt_ids=tuple(ids),
+        user_id=user,
+        session_id=session,
+        sampling=SamplingParams(max_tokens=max_tokens),
+        pin_tokens=pin_tokens,
+        issued_at_s=at_s,
+    )
 
 
 def _other_users_traffic(backend, tokenizer, tokens: int):
@@ -127,8 +140,7 @@ def test_a_pinned_session_keeps_its_blocks_through_other_users_traffic(servers, 
         ids = mine + tokenizer.encode(" x" * k)
         last_finished(backend.generate(_plan(ids, user, "engine.py", pin_tokens=640, at_s=at_s)))
     _other_users_traffic(backend, tokenizer, tokens=6000)  # more than the server's whole KV pool
-    again = last_finished(backend.generate(_plan(mine + tokenizer.encode(" y"), user, "engine.py", pin_tokens=640,
-                                                 at_s=21.0)))
+    again = last_finished(backend.generate(_plan(mine + tokenizer.encode(" y"), user, "engine.py", pin_tokens=640, at_s=21.0)))
     if pinned:
         assert again.usage.prefix_cached_tokens >= 640
     else:
@@ -138,10 +150,27 @@ def test_a_pinned_session_keeps_its_blocks_through_other_users_traffic(servers, 
 @pytest.fixture(scope="module")
 def gateway(servers):
     port = _free_ports(1)[0]
-    proc = subprocess.Popen([sys.executable, "-m", "fimgate", "serve", "--backend", "vllm", "--vllm-url",
-                             ",".join(servers), "--vllm-block-size", "32", "--vllm-cache-tokens",
-                             str(NUM_BLOCKS * 32), "--vllm-pins", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fimgate",
+            "serve",
+            "--backend",
+            "vllm",
+            "--vllm-url",
+            ",".join(servers),
+            "--vllm-block-size",
+            "32",
+            "--vllm-cache-tokens",
+            str(NUM_BLOCKS * 32),
+            "--vllm-pins",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(120):
         try:

@@ -2,6 +2,7 @@
 answer is never a 5xx and never a traceback. The backend here is a stand-in that answers
 instantly (the real model is exercised in tests/integration); the planner, tokenizer,
 validation and error handling are the real ones."""
+
 import schemathesis
 from hypothesis import HealthCheck, settings
 
@@ -29,8 +30,15 @@ class InstantBackend:
         if len(plan.prompt_ids) > 100_000:
             raise ValueError("prompt too long")
         yield TextDelta("x = 1")
-        yield Finished("x = 1", UsageReport(prompt_tokens=len(plan.prompt_ids), prefilled_tokens=len(plan.prompt_ids),
-                                            completion_tokens=1, finish_reason="stop"))
+        yield Finished(
+            "x = 1",
+            UsageReport(
+                prompt_tokens=len(plan.prompt_ids),
+                prefilled_tokens=len(plan.prompt_ids),
+                completion_tokens=1,
+                finish_reason="stop",
+            ),
+        )
 
 
 def _app():
@@ -63,8 +71,8 @@ def test_the_fuzzer_really_ran():
 HOSTILE = [  # what the hardening probe sent: each was a 500, a hang or a silent coercion
     ("/v1/completions", {"prompt": "x = ", "temperature": 1e-38}),
     ("/v1/completions", {"prompt": "x = ", "temperature": 1.0, "top_p": 1e-38}),
-    ("/v1/completions", {"prompt": "x = ", "seed": 2 ** 64}),
-    ("/v1/completions", {"prompt": "x = ", "seed": -(2 ** 63) - 1}),
+    ("/v1/completions", {"prompt": "x = ", "seed": 2**64}),
+    ("/v1/completions", {"prompt": "x = ", "seed": -(2**63) - 1}),
     ("/v1/completions", {"prompt": "x = ", "max_tokens": "10"}),
     ("/v1/completions", {"prompt": "x = ", "max_tokens": True}),
     ("/v1/completions", {"prompt": "x = ", "stop": ["\n"] * 100}),

@@ -1,4 +1,5 @@
 """API keys decide the user; LSP settings take good values and ignore bad ones."""
+
 import pytest
 
 from fimgate.gateway.auth import ApiKeys, KeyError401

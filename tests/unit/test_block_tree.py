@@ -1,4 +1,5 @@
 """The per-user block tree: exact LRU over unpinned leaves, pins, budget, isolation."""
+
 from fimgate.backend.block_tree import BlockTree
 
 

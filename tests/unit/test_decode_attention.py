@@ -1,4 +1,5 @@
 """The decode-step attention (grouped heads, no K/V copies) equals torch's SDPA with GQA."""
+
 import pytest
 import torch
 import torch.nn.functional as F

@@ -1,6 +1,7 @@
 """The C decode-attention kernel (fimgate/kernels/decode_attention.c) equals torch's attention for one
 query token: grouped heads, views into a KV buffer that start past row 0, one row to thousands,
 and lengths that do not split evenly over the threads."""
+
 import pytest
 import torch
 
@@ -16,19 +17,21 @@ def _reference(q, keys, values, scale):
     return (p @ v).float()
 
 
-@pytest.mark.parametrize("kv_heads,group,d,start,n", [
-    (3, 3, 64, 0, 1), (3, 3, 64, 5, 7), (1, 4, 32, 0, 129), (2, 1, 128, 100, 1000), (3, 3, 64, 17, 3001)])
+@pytest.mark.parametrize(
+    "kv_heads,group,d,start,n",
+    [(3, 3, 64, 0, 1), (3, 3, 64, 5, 7), (1, 4, 32, 0, 129), (2, 1, 128, 100, 1000), (3, 3, 64, 17, 3001)],
+)
 def test_kernel_equals_attention(kv_heads, group, d, start, n):
     if not kernel_available():
         pytest.skip("the C kernel is not built here")
     torch.manual_seed(n)
     buf_k = torch.randn(kv_heads, 4096, d) * 2
     buf_v = torch.randn(kv_heads, 4096, d)
-    keys, values = buf_k[:, start:start + n], buf_v[:, start:start + n]
+    keys, values = buf_k[:, start : start + n], buf_v[:, start : start + n]
     q = torch.randn(kv_heads * group, 1, d)
-    got = decode_attention(q, keys, values, d ** -0.5)
+    got = decode_attention(q, keys, values, d**-0.5)
     assert got is not None and got.shape == (kv_heads * group, 1, d)
-    assert torch.allclose(got, _reference(q, keys, values, d ** -0.5), atol=2e-6, rtol=1e-5)
+    assert torch.allclose(got, _reference(q, keys, values, d**-0.5), atol=2e-6, rtol=1e-5)
 
 
 def test_large_scores_do_not_overflow():

@@ -1,5 +1,6 @@
 """The shared decoding loop (fimgate/backend/embedded/decode_loop.py) on a scripted vocabulary: healing is
 re-spelled and not repeated, stops end it, cancel ends it between tokens."""
+
 import torch
 
 from fimgate.backend.base import CancelToken, FimPlan, HealingConstraint, SamplingParams
@@ -31,8 +32,9 @@ def _run(script: list[int], cancel_after: int | None = None, **plan_kw):
         return logits_for(len(calls))
 
     heal = plan.healing.text.encode()
-    gen = decode(plan, logits_for(0), step, VOCAB, TextPrefixIndex(VOCAB, {EOS}), EOS,
-                 plan.sampling.max_tokens + len(heal), cancel)
+    gen = decode(
+        plan, logits_for(0), step, VOCAB, TextPrefixIndex(VOCAB, {EOS}), EOS, plan.sampling.max_tokens + len(heal), cancel
+    )
     deltas = []
     try:
         while True:
@@ -65,8 +67,9 @@ def test_steps_say_what_the_next_pick_reads():
     # "ret" backs off a token: the first pick is among the tokens that spell it on ("ret",
     # "return") or begin it ("r"); only those entries of the prompt's logits are read
     index = TextPrefixIndex(VOCAB, {EOS})
-    argmax_only, only_ids = first_pick(FimPlan(prompt_ids=(1,), user_id="u", session_id="s",
-                                               healing=HealingConstraint("ret")), index)
+    argmax_only, only_ids = first_pick(
+        FimPlan(prompt_ids=(1,), user_id="u", session_id="s", healing=HealingConstraint("ret")), index
+    )
     assert (argmax_only, sorted(only_ids)) == (True, [1, 3, 7])
     assert first_pick(FimPlan(prompt_ids=(1,), user_id="u", session_id="s"), index) == (True, None)
     # "return" healed as "ret" + "urn": the step after "ret" is restricted to "urn", the ones after are free

@@ -1,6 +1,7 @@
 """The embedded engine on CUDA computes what it computes on CPU: same greedy tokens, same cache
 behaviour, same shifted reuse (whose re-rotation runs the Triton kernel on CUDA). A small model
 with random weights (fimgate/bench/random_model.py) on both devices; skipped without CUDA."""
+
 import pytest
 import torch
 
@@ -16,13 +17,21 @@ TEXT = open(__file__, encoding="utf-8").read()
 @pytest.fixture(scope="module")
 def engines():
     loaded = random_model(tiny_config(), byte_tokenizer(), seed=1)
-    return {d: EmbeddedEngine(loaded, EngineConfig(device=d, budget_tokens=4096, block_size=16, max_context=1024))
-            for d in ("cpu", "cuda")}
+    return {
+        d: EmbeddedEngine(loaded, EngineConfig(device=d, budget_tokens=4096, block_size=16, max_context=1024))
+        for d in ("cpu", "cuda")
+    }
 
 
 def _run(engine, ids, user, max_tokens=16, share=None, hints=()):
-    plan = FimPlan(prompt_ids=tuple(ids), user_id=user, session_id="doc", sampling=SamplingParams(max_tokens=max_tokens),
-                   reuse_hints=tuple(hints), recompute_share=share)
+    plan = FimPlan(
+        prompt_ids=tuple(ids),
+        user_id=user,
+        session_id="doc",
+        sampling=SamplingParams(max_tokens=max_tokens),
+        reuse_hints=tuple(hints),
+        recompute_share=share,
+    )
     return [e for e in engine.generate(plan) if isinstance(e, Finished)][0]
 
 
@@ -60,7 +69,7 @@ def test_shifted_reuse_matches_cpu(engines, share):
         _run(e, old, user, max_tokens=0)
         res[d] = _run(e, new, user, share=share, hints=[hint], max_tokens=0)
         slot = next(s for s in e._slots if s.user_id == user)
-        keys[d] = (slot.kv.k[:, :, :len(new)].cpu(), slot.kv.v[:, :, :len(new)].cpu())
+        keys[d] = (slot.kv.k[:, :, : len(new)].cpu(), slot.kv.v[:, :, : len(new)].cpu())
     # the re-rotated and recomputed K/V rows agree (re-rotation runs the Triton kernel on CUDA)
     for got, want in zip(keys["cuda"], keys["cpu"]):
         assert (got - want).abs().max().item() < 1e-3 * want.abs().max().item()
@@ -84,7 +93,7 @@ def test_graph_replays_match_the_ordinary_step(engines):
     kv.k[:, :, :100], kv.v[:, :, :100] = ref.k[:, :, :100], ref.v[:, :, :100]
     decoder = GraphedDecoder(model)
     for p in range(100, 300):  # crosses buckets 128, 192, 256, 384
-        want = model.forward(ids[p:p + 1], torch.tensor([p], device="cuda"), ref)
+        want = model.forward(ids[p : p + 1], torch.tensor([p], device="cuda"), ref)
         got = decoder.step(int(ids[p]), p, kv)
         assert (got - want).abs().max().item() < 1e-3 * want.abs().max().item(), p
     assert decoder.num_graphs == 4

@@ -4,6 +4,7 @@ For any split point of a real file: the healed prompt tokens are a prefix of the
 whole text (the prompt never ends in a token the tokenizer would not produce for it), and
 prompt + a constrained generation can spell exactly the original text after the split.
 """
+
 import importlib.util
 
 import pytest
@@ -44,12 +45,12 @@ def _check(tok, index, whole: str, split: int) -> None:
     assert tuple(full[: len(frag.ids)]) == frag.ids
     # the tokens the whole text continues with are allowed by the healing constraint
     remaining = frag.heal.encode()
-    for t in full[len(frag.ids):]:
+    for t in full[len(frag.ids) :]:
         if not remaining:
             break
         assert t in index.allowed_ids(remaining)
         b = tok.token_bytes[t]
-        remaining = remaining[len(b):] if remaining.startswith(b) else b""
+        remaining = remaining[len(b) :] if remaining.startswith(b) else b""
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -58,7 +59,7 @@ def test_any_split_of_a_real_file_heals_exactly(tok_index, data):
     tok, index = tok_index
     text = data.draw(st.sampled_from(SOURCES))
     start = data.draw(st.integers(0, max(0, len(text) - 400)))
-    whole = text[start:start + 400]
+    whole = text[start : start + 400]
     split = data.draw(st.integers(0, len(whole)))
     _check(tok, index, whole, split)
 

@@ -1,5 +1,6 @@
 """The model multiplies by fused (q;k;v) and (gate;up) weights and rotates q and k heads in one
 call; the result must be the textbook layer computed weight by weight (biases, q/k norms)."""
+
 import dataclasses
 
 import pytest
@@ -21,8 +22,11 @@ def _reference_logits(model: LlamaModel, tensors: dict, ids: torch.Tensor) -> to
         t = {k.split(".", 2)[2]: v for k, v in tensors.items() if k.startswith(f"layers.{i}.")}
         h = norm(x, t["attn_norm"])
         split = lambda name, heads: F.linear(h, t[name], t.get(name + "_bias")).view(n, heads, cfg.head_dim)  # noqa: E731
-        q, k, v = (split("q", cfg.num_heads).transpose(0, 1), split("k", cfg.num_kv_heads).transpose(0, 1),
-                   split("v", cfg.num_kv_heads).transpose(0, 1))
+        q, k, v = (
+            split("q", cfg.num_heads).transpose(0, 1),
+            split("k", cfg.num_kv_heads).transpose(0, 1),
+            split("v", cfg.num_kv_heads).transpose(0, 1),
+        )
         if cfg.qk_norm:
             q, k = norm(q, t["q_norm"]), norm(k, t["k_norm"])
         q, k = apply_rope(q, cos, sin, cfg.rope), apply_rope(k, cos, sin, cfg.rope)

@@ -1,4 +1,5 @@
 """When the backend's servers fail, the editor gets a clear 502/503 and the gateway keeps serving."""
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -28,12 +29,13 @@ class FlakyBackend:
         if self.fail is not None:
             raise self.fail
         yield TextDelta("x = 1")
-        yield Finished("x = 1", UsageReport(prompt_tokens=len(plan.prompt_ids), completion_tokens=1,
-                                            finish_reason="stop"))
+        yield Finished("x = 1", UsageReport(prompt_tokens=len(plan.prompt_ids), completion_tokens=1, finish_reason="stop"))
 
 
-@pytest.mark.parametrize("error,status", [(BackendUnavailableError("no vLLM server is answering"), 503),
-                                          (BackendError("vLLM refused the request: bad regex"), 502)])
+@pytest.mark.parametrize(
+    "error,status",
+    [(BackendUnavailableError("no vLLM server is answering"), 503), (BackendError("vLLM refused the request: bad regex"), 502)],
+)
 def test_backend_failure_is_a_clear_error_then_the_gateway_serves_again(error, status):
     from fimgate.backend.model.weights import load_tokenizer
 

@@ -1,6 +1,7 @@
 """The int8 GEMV (fimgate/kernels/int8_gemv.py): the C kernel equals the dequantized product over shapes
 that exercise its edges (rows not a multiple of its 8-row blocks, k not a multiple of 16, up to
 4 activation rows), and the fallback to torch's kernel gives the same answer to bf16 rounding."""
+
 import shutil
 
 import pytest
@@ -41,7 +42,7 @@ def test_c_kernel_equals_the_dequantized_product(n, k, m):
     want = x.double() @ _dequantized(q, scales).double().T
     got = K.int8_linear(x, rows)
     assert got.shape == (m, n) and got.dtype == torch.float32
-    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-4 * k ** 0.5)
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-4 * k**0.5)
 
 
 def test_c_kernel_takes_a_non_contiguous_x_and_refuses_a_wrong_shape():

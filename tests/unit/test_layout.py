@@ -1,5 +1,6 @@
 """The package layout the folders' docstrings describe: imports run one way
 (lsp, gateway -> efim -> backend -> kernels), efim and the backend contract stay torch-free."""
+
 from __future__ import annotations
 
 import ast
@@ -14,10 +15,14 @@ ALLOWED = {
     "fimgate.backend.embedded": {"fimgate.backend", "fimgate.backend.model", "fimgate.kernels"},
     "fimgate.backend.vllm": {"fimgate.backend"},
     "fimgate.efim": {"fimgate.backend"},
-    "fimgate.gateway": {"fimgate.efim", "fimgate.backend", "fimgate.backend.model", "fimgate.backend.embedded",
-                        "fimgate.backend.vllm"},
-    "fimgate.lsp": {"fimgate.gateway", "fimgate.efim", "fimgate.backend", "fimgate.backend.model",
-                    "fimgate.backend.embedded"},
+    "fimgate.gateway": {
+        "fimgate.efim",
+        "fimgate.backend",
+        "fimgate.backend.model",
+        "fimgate.backend.embedded",
+        "fimgate.backend.vllm",
+    },
+    "fimgate.lsp": {"fimgate.gateway", "fimgate.efim", "fimgate.backend", "fimgate.backend.model", "fimgate.backend.embedded"},
 }
 TORCH_FREE = ("fimgate.efim", "fimgate.backend.base", "fimgate.gateway.protocol")
 
@@ -59,8 +64,13 @@ def test_imports_run_one_way():
 
 
 def test_the_contract_and_the_planner_import_no_torch():
-    heavy = [(name, imp) for name, _, tree in _modules() if name.startswith(TORCH_FREE)
-             for imp in _imports(tree) if imp.split(".")[0] in ("torch", "numpy")]
+    heavy = [
+        (name, imp)
+        for name, _, tree in _modules()
+        if name.startswith(TORCH_FREE)
+        for imp in _imports(tree)
+        if imp.split(".")[0] in ("torch", "numpy")
+    ]
     assert heavy == []
 
 

@@ -2,6 +2,7 @@
 model's: logits of every step equal a full forward of the whole sequence computed weight by
 weight, for both RoPE layouts, grouped and plain heads, head sizes off the vector width, and
 int8 linears (against their dequantized weights)."""
+
 import dataclasses
 
 import pytest
@@ -43,8 +44,10 @@ def test_the_kernel_builds_where_there_is_a_compiler():
 
 
 @needs_kernel
-@pytest.mark.parametrize("layout,hidden,heads,kv_heads,int8", [
-    ("neox", 64, 4, 2, False), ("gptj", 72, 4, 1, False), ("neox", 72, 4, 4, True), ("gptj", 64, 4, 2, True)])
+@pytest.mark.parametrize(
+    "layout,hidden,heads,kv_heads,int8",
+    [("neox", 64, 4, 2, False), ("gptj", 72, 4, 1, False), ("neox", 72, 4, 4, True), ("gptj", 64, 4, 2, True)],
+)
 def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, int8):
     model, reference = _model(layout, hidden, heads, kv_heads, int8)
     assert model.fused_step is not None
@@ -61,8 +64,8 @@ def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, int8):
     start = 3 if int8 else 30  # a prompt through the torch layers (an int8 model's prompts of <= 4 rows are int8 too)
     model.forward(ids[:start], torch.arange(start), kv)
     for n in range(start, 40):
-        got = model.forward(ids[n:n + 1], torch.tensor([n]), kv)
-        want = _reference_logits(model, reference, ids[:n + 1])[-1]
+        got = model.forward(ids[n : n + 1], torch.tensor([n]), kv)
+        want = _reference_logits(model, reference, ids[: n + 1])[-1]
         assert (got - want).abs().max().item() < 1e-4 * max(1.0, want.abs().max().item()), n
     assert len(calls) == 40 - start  # every step took the C kernel
 
@@ -84,8 +87,9 @@ def test_the_torch_layers_run_when_the_kernel_is_off():
     assert (got - _reference_logits(model, reference, ids)[-1]).abs().max().item() < 1e-4
 
 
-@pytest.mark.parametrize("change", [dict(qk_norm=True), dict(qkv_bias=True), dict(sandwich_norm=True),
-                                    dict(activation="gelu_tanh")])
+@pytest.mark.parametrize(
+    "change", [dict(qk_norm=True), dict(qkv_bias=True), dict(sandwich_norm=True), dict(activation="gelu_tanh")]
+)
 def test_models_the_kernel_does_not_cover_take_the_torch_layers(change):
     cfg = dataclasses.replace(tiny_config(), **change)
     model = LlamaModel(cfg, random_model(cfg, byte_tokenizer()).tensors)

@@ -1,4 +1,5 @@
 """make-trace rebuilds a real git history exactly, as keystrokes."""
+
 import subprocess
 
 import pytest
@@ -21,8 +22,9 @@ def test_trace_from_a_repository_replays_to_the_committed_files(tmp_path):
     f.write_text("def add(a, b):\n    return a + b\n\n\nprint(add(1, 2))\n")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "first")
-    f.write_text("def add(a, b):\n    \"\"\"Sum.\"\"\"\n    return a + b\n\n\n"
-                 "def sub(a, b):\n    return a - b\n\n\nprint(add(1, 2))\n")
+    f.write_text(
+        "def add(a, b):\n    \"\"\"Sum.\"\"\"\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\nprint(add(1, 2))\n"
+    )
     _git(repo, "commit", "-qam", "second")
     events = make_trace(str(repo), 5)
     kinds = [e["type"] for e in events]

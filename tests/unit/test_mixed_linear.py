@@ -1,6 +1,7 @@
 """Mixed-precision linears: int8 weights for one-token steps (--dtype int8), bf16 copies for
 prompts (--prefill-dtype bfloat16). Each is close to fp32 where it applies and leaves the other
 case exactly fp32; the model refuses them where they have no fast path."""
+
 import pytest
 import torch
 

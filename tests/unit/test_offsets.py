@@ -1,4 +1,5 @@
 """UTF-16 (LSP) positions and code-point offsets agree, with CRLF, tabs and astral characters."""
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,7 +23,7 @@ def test_out_of_range_positions_clamp():
 @given(st.text(alphabet=st.sampled_from(list("ab \t\r\n😀é")), max_size=40), st.data())
 def test_round_trip(text, data):
     offset = data.draw(st.integers(0, len(text)))
-    if offset > 0 and text[offset - 1] == "\r" and text[offset:offset + 1] == "\n":
+    if offset > 0 and text[offset - 1] == "\r" and text[offset : offset + 1] == "\n":
         offset -= 1  # the middle of a CRLF is not a position an editor can hold
     line, ch = offset_to_position(text, offset)
     assert position_to_offset(text, line, ch) == offset

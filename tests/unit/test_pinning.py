@@ -1,4 +1,5 @@
 """Keystroke-aware pins follow the person's rhythm and survive other users' traffic."""
+
 import pytest
 
 from fimgate.backend.block_tree import BlockTree

@@ -1,4 +1,5 @@
 """The EFIM planner on edits a person makes, with the bundled model's real tokenizer."""
+
 import pytest
 
 from fimgate.backend.base import ReuseClass
@@ -85,13 +86,16 @@ def test_edits_outside_inc_reanchor_with_correct_text_and_hints(planner, smol_to
         assert h.num_tokens >= 8 and h.delta == h.new_start - h.old_start
 
 
-@pytest.mark.parametrize("text", [
-    "a = 1\r\nb = 2\r\nc = ",  # CRLF
-    "def f():\n\tif x:\n\t\treturn ",  # tabs
-    "s = 'naïve café 😀'\nt = '",  # non-ASCII, astral
-    "x",  # shorter than any window
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a = 1\r\nb = 2\r\nc = ",  # CRLF
+        "def f():\n\tif x:\n\t\treturn ",  # tabs
+        "s = 'naïve café 😀'\nt = '",  # non-ASCII, astral
+        "x",  # shorter than any window
+        "",
+    ],
+)
 def test_any_document_gives_a_prompt_that_spells_it(planner, smol_tok, text):
     p = planner.plan(EditorState("u", "d", text, len(text)))
     assert _prompt_text(smol_tok, p).endswith(text)

@@ -1,5 +1,6 @@
 """The planner's work is bounded by its budgets, never by what a client sends (issue: one
 request must not stall the server). Each case here took seconds to minutes before."""
+
 import difflib
 import time
 
@@ -44,7 +45,7 @@ def test_hints_are_runs_that_really_match_and_cover_text_moved_by_an_edit_above(
     second = planner.plan(EditorState("u", "d", edited, cursor + len("import os\n")))
     old, new = first.prompt_ids, second.prompt_ids
     for h in second.reuse_hints:
-        assert old[h.old_start:h.old_start + h.num_tokens] == new[h.new_start:h.new_start + h.num_tokens]
+        assert old[h.old_start : h.old_start + h.num_tokens] == new[h.new_start : h.new_start + h.num_tokens]
     lcp = next(i for i, (a, b) in enumerate(zip(old, new)) if a != b)
     matcher = difflib.SequenceMatcher(None, old[lcp:], new[lcp:], autojunk=False)  # quadratic: the reference
     reference = sum(m.size for m in matcher.get_matching_blocks() if m.size >= 8)

@@ -1,4 +1,5 @@
 """What a person sees of a completion."""
+
 from fimgate.efim.postprocess import tidy, wants_multiline
 
 BODY = "def area(w, h):\n    "

@@ -1,6 +1,7 @@
 """Prompt attention (several queries, grouped heads) equals attention written out by hand, and on
 CPU runs SDPA's flash kernel rather than its math path (3-D inputs took the math path: ~60% of a
 1k-token prefill)."""
+
 import pytest
 import torch
 

@@ -1,5 +1,6 @@
 """The replay's scheduler (FIFO against typing-first with chunked warm-ups) and the office
 schedule, on a scripted engine whose prefill costs 1 ms a token."""
+
 import math
 from dataclasses import replace
 
@@ -21,17 +22,23 @@ class ScriptedEngine:
         self.cached[plan.user_id] = ids
         n = len(ids) - hit
         typing = plan.sampling.max_tokens > 0
-        yield Finished("x" if typing else "", UsageReport(prompt_tokens=len(ids), prefix_cached_tokens=hit,
-                                                          prefilled_tokens=n, ttft_ms=n + 1.0 if typing else None,
-                                                          total_ms=n + (2.0 if typing else 0.0)))
+        yield Finished(
+            "x" if typing else "",
+            UsageReport(
+                prompt_tokens=len(ids),
+                prefix_cached_tokens=hit,
+                prefilled_tokens=n,
+                ttft_ms=n + 1.0 if typing else None,
+                total_ms=n + (2.0 if typing else 0.0),
+            ),
+        )
 
 
 class WholeText:
     """A strategy whose prompt is the document, one token a character."""
 
     def plan(self, user, state, sampling):
-        return FimPlan(prompt_ids=tuple(ord(c) for c in state.text), user_id=user, session_id=state.path,
-                       sampling=sampling)
+        return FimPlan(prompt_ids=tuple(ord(c) for c in state.text), user_id=user, session_id=state.path, sampling=sampling)
 
 
 class Appends(WholeText):
@@ -42,8 +49,9 @@ class Appends(WholeText):
 
 
 def _req(t, file="a.py", text="abc", prewarm=False, index=0, nxt=None):
-    return TraceRequest(index=index, t_ms=t, file=file, text=text, cursor=len(text), next_event_ms=nxt,
-                        typed_next="", prewarm=prewarm)
+    return TraceRequest(
+        index=index, t_ms=t, file=file, text=text, cursor=len(text), next_event_ms=nxt, typed_next="", prewarm=prewarm
+    )
 
 
 def test_typing_first_waits_one_chunk_not_a_whole_warmup():
@@ -91,8 +99,10 @@ def test_office_deals_sessions_and_reads_in_the_pauses():
 def test_a_warmup_yields_for_its_yield_time_then_takes_its_turn():
     big = "y" * 1000
     # person 0 opens a big file at t=0 (1 ms a token: ~1 s of chunks); person 1 types at 10 and 300 ms
-    slices = [[_req(0, "big.py", big, prewarm=True, index=-1)],
-              [_req(10, "a.py", "abc", index=0), _req(300, "a.py", "abcd", index=1)]]
+    slices = [
+        [_req(0, "big.py", big, prewarm=True, index=-1)],
+        [_req(10, "a.py", "abc", index=0), _req(300, "a.py", "abcd", index=1)],
+    ]
     ttft = lambda outs, i: next(o.ttft_ms for o in outs if o.index == i)  # noqa: E731
     outs = replay_strategy(ScriptedEngine(), WholeText(), slices, warmup_yield_ms=200)
     assert ttft(outs, 0) <= WARMUP_CHUNK_TOKENS + 4  # came within the yield: one chunk at most
@@ -106,8 +116,10 @@ def test_a_warmup_yields_for_its_yield_time_then_takes_its_turn():
 def test_a_persons_key_drops_their_own_queued_warmup_chunks():
     big = "y" * 1000
     # person 0 opens big.py and types in it at once; person 1 keeps the engine busy meanwhile
-    slices = [[_req(0, "big.py", big, prewarm=True, index=-1), _req(100, "big.py", big + "z", index=0)],
-              [_req(1, "a.py", "a" * 200, index=0)]]
+    slices = [
+        [_req(0, "big.py", big, prewarm=True, index=-1), _req(100, "big.py", big + "z", index=0)],
+        [_req(1, "a.py", "a" * 200, index=0)],
+    ]
     outs = replay_strategy(ScriptedEngine(), WholeText(), slices, warmup_yield_ms=math.inf)
     warm = next(o for o in outs if o.prewarm)
     assert warm.cancelled and warm.prefilled < 1000  # its chunks stopped when its owner typed
@@ -118,8 +130,10 @@ def test_a_persons_key_drops_their_own_queued_warmup_chunks():
 def test_a_persons_first_key_takes_their_warmups_place_in_line():
     big = "y" * 1000
     # person 0 opens big.py at t=0 and types in it at 400 ms; person 1 types every 50 ms meanwhile
-    slices = [[_req(0, "big.py", big, prewarm=True, index=-1), _req(400, "big.py", big + "z", index=0)],
-              [_req(t, "a.py", "a" * (t // 50 + 1), index=t // 50) for t in range(50, 1000, 50)]]
+    slices = [
+        [_req(0, "big.py", big, prewarm=True, index=-1), _req(400, "big.py", big + "z", index=0)],
+        [_req(t, "a.py", "a" * (t // 50 + 1), index=t // 50) for t in range(50, 1000, 50)],
+    ]
     outs = replay_strategy(ScriptedEngine(), WholeText(), slices, warmup_yield_ms=200)
     order = [(o.user, o.index) for o in outs if not o.dropped and not o.prewarm]
     mine = order.index((0, 0))
@@ -135,9 +149,14 @@ def test_a_key_that_cuts_its_own_warm_up_short_is_told_apart_from_an_eviction():
     big = "y" * 1000
     # person 0 jumps into big.py (a 1,000-token warm-up that yields to typing for 500 ms) and
     # types 100 ms later, before the warm-up has run; person 1 types elsewhere
-    slices = [[_req(0, "big.py", big, prewarm=True, index=-1), _req(100, "big.py", big + "z", index=1),
-               _req(2000, "big.py", big + "zz", index=2)],
-              [_req(1, "a.py", "a" * 20, index=0)]]
+    slices = [
+        [
+            _req(0, "big.py", big, prewarm=True, index=-1),
+            _req(100, "big.py", big + "z", index=1),
+            _req(2000, "big.py", big + "zz", index=2),
+        ],
+        [_req(1, "a.py", "a" * 20, index=0)],
+    ]
     outs = replay_strategy(ScriptedEngine(), Appends(), slices, warmup_yield_ms=500)
     first, second = (next(o for o in outs if o.user == 0 and o.index == i) for i in (1, 2))
     assert first.after_unfinished_warmup and first.prefilled > 100  # it paid the warm-up's rest

@@ -1,4 +1,5 @@
 """The replay's summary: TTFT over all typing requests does not flatter a strategy that drops most."""
+
 from fimgate.bench.replay import Outcome, summarize, tail_causes, user_slices
 from fimgate.bench.workloads.trace import TraceRequest
 
@@ -21,8 +22,12 @@ def test_a_strategy_that_drops_most_requests_shows_nothing_at_p50_over_all_reque
 
 
 def test_time_scale_stretches_every_gap_of_each_person():
-    reqs = [TraceRequest(index=i, t_ms=1000.0 + 100 * i, file="a.py", text="x", cursor=0, typed_next="",
-                         next_event_ms=1050.0 + 100 * i) for i in range(4)]
+    reqs = [
+        TraceRequest(
+            index=i, t_ms=1000.0 + 100 * i, file="a.py", text="x", cursor=0, typed_next="", next_event_ms=1050.0 + 100 * i
+        )
+        for i in range(4)
+    ]
     ((one,),), ((two,),) = user_slices(reqs[:1], 1), user_slices(reqs[:1], 1, time_scale=3.0)
     assert two.t_ms == 3 * one.t_ms and two.next_event_ms == 3 * one.next_event_ms
     slow = user_slices(reqs, 2, time_scale=2.0)
@@ -30,14 +35,13 @@ def test_time_scale_stretches_every_gap_of_each_person():
 
 
 def test_the_slowest_requests_are_told_apart_by_what_made_them_slow():
-    fast = [Outcome(0, 15.0, 20.0, False, False, False, 1000, 999, prefilled=1, reuse_class="efim_append",
-                    queued_ms=0.0) for _ in range(97)]
-    reanchor = Outcome(1, 400.0, 410.0, False, False, False, 1000, 14, prefilled=300, reuse_class="reanchor",
-                       queued_ms=0.0)
-    evicted = Outcome(2, 500.0, 510.0, False, False, False, 1000, 400, prefilled=600, reuse_class="efim_append",
-                      queued_ms=5.0)
-    waited = Outcome(3, 450.0, 460.0, False, False, False, 1000, 999, prefilled=1, reuse_class="efim_append",
-                     queued_ms=430.0)
+    fast = [
+        Outcome(0, 15.0, 20.0, False, False, False, 1000, 999, prefilled=1, reuse_class="efim_append", queued_ms=0.0)
+        for _ in range(97)
+    ]
+    reanchor = Outcome(1, 400.0, 410.0, False, False, False, 1000, 14, prefilled=300, reuse_class="reanchor", queued_ms=0.0)
+    evicted = Outcome(2, 500.0, 510.0, False, False, False, 1000, 400, prefilled=600, reuse_class="efim_append", queued_ms=5.0)
+    waited = Outcome(3, 450.0, 460.0, False, False, False, 1000, 999, prefilled=1, reuse_class="efim_append", queued_ms=430.0)
     ran = fast + [reanchor, evicted, waited]
     top = summarize(ran)["slowest_1pct"]  # 1% of 100: the slowest one
     assert top["requests"] == 1 and top["causes"]["anchor_evicted"] == 1 and top["ttft_ms_from"] == 500.0

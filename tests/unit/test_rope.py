@@ -1,4 +1,5 @@
 """Re-rotating keys by a delta equals rotating them at the new position (torch reference)."""
+
 import pytest
 import torch
 
@@ -27,8 +28,9 @@ def test_layouts_differ_and_zero_delta_is_identity():
     cfg_n, cfg_g = RopeConfig(64, layout="neox"), RopeConfig(64, layout="gptj")
     k = torch.randn(2, 4, 64)
     pos = torch.tensor([1, 2, 3, 4])
-    assert not torch.allclose(apply_rope(k, *cos_sin(pos, inv_frequencies(cfg_n)), cfg_n),
-                              apply_rope(k, *cos_sin(pos, inv_frequencies(cfg_g)), cfg_g))
+    assert not torch.allclose(
+        apply_rope(k, *cos_sin(pos, inv_frequencies(cfg_n)), cfg_n), apply_rope(k, *cos_sin(pos, inv_frequencies(cfg_g)), cfg_g)
+    )
     assert torch.allclose(rerotate(k, torch.zeros(4, dtype=torch.long), inv_frequencies(cfg_n), cfg_n), k)
 
 
@@ -48,5 +50,6 @@ def test_rope_tables_give_the_reference_bit_for_bit(layout):
     assert torch.equal(apply_rope(x, cos, sin, cfg, rope_tables(cos, sin, cfg)), apply_rope_reference(x, cos, sin, cfg))
     partial = RopeConfig(head_dim=64, rotary_dim=32, layout=layout)  # tables do not apply: the reference runs
     cos, sin = cos_sin(pos, inv_frequencies(partial))
-    assert torch.equal(apply_rope(x, cos, sin, partial, rope_tables(cos, sin, partial)),
-                       apply_rope_reference(x, cos, sin, partial))
+    assert torch.equal(
+        apply_rope(x, cos, sin, partial, rope_tables(cos, sin, partial)), apply_rope_reference(x, cos, sin, partial)
+    )

@@ -1,5 +1,6 @@
 """The Triton RoPE kernel against the torch reference, over shapes, dtypes and layouts.
 Skipped without CUDA (fimgate/bench/gpu_check.sh runs it on a lent GPU)."""
+
 import pytest
 import torch
 
@@ -12,8 +13,9 @@ TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 
 @pytest.mark.parametrize("dtype", list(TOLERANCE))
 @pytest.mark.parametrize("layout", ["neox", "gptj"])
-@pytest.mark.parametrize("shape,rotary", [((1, 1, 64), None), ((30, 3, 17, 64), None), ((8, 1000, 128), None),
-                                          ((4, 33, 256), 128), ((2, 5, 80), 64)])
+@pytest.mark.parametrize(
+    "shape,rotary", [((1, 1, 64), None), ((30, 3, 17, 64), None), ((8, 1000, 128), None), ((4, 33, 256), 128), ((2, 5, 80), 64)]
+)
 def test_kernel_matches_reference(dtype, layout, shape, rotary):
     from fimgate.kernels.rope_triton import apply_rope_triton
 

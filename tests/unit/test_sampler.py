@@ -1,5 +1,6 @@
 """Sampling at the edges a client can choose: any temperature and top_p the API accepts picks a
 real token (never nan, never an error), and a vanishing temperature behaves as greedy."""
+
 import pytest
 import torch
 

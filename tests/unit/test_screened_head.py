@@ -1,6 +1,7 @@
 """The screened output head (fimgate/backend/model/screened_head.py): its error bound holds for every row, and
 the logits it returns have the full fp32 head's argmax - on random heads, on near-ties built on
 purpose, and on the bundled model's own head over real hidden states, where few rows reach fp32."""
+
 import torch
 
 from fimgate.backend.model.screened_head import ScreenedHead

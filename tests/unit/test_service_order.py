@@ -1,5 +1,6 @@
 """The gateway's line on the main-thread runner: warm-ups yield to typing for WARMUP_YIELD_S;
 a person's key that supersedes their own warm-up takes the warm-up's place in line."""
+
 import threading
 import time
 
@@ -15,8 +16,7 @@ from fimgate.gateway.warmups import WARMUP_YIELD_S
 
 class Planner:
     def plan(self, state, sampling):
-        return FimPlan(prompt_ids=tuple(range(10)), user_id=state.user_id, session_id=state.document_id,
-                       sampling=sampling)
+        return FimPlan(prompt_ids=tuple(range(10)), user_id=state.user_id, session_id=state.document_id, sampling=sampling)
 
 
 class Backend:
@@ -39,11 +39,14 @@ class Backend:
         yield Finished("", UsageReport(prompt_tokens=len(plan.prompt_ids)))
 
 
-@pytest.mark.parametrize("bob_at,ann_types,expected", [
-    (0.1, False, [("blocker", 1), ("bob", 1), ("ann", 0)]),  # bob types within the warm-up's yield: first
-    (WARMUP_YIELD_S + 0.1, False, [("blocker", 1), ("ann", 0), ("bob", 1)]),  # after it: the warm-up's turn
-    (WARMUP_YIELD_S + 0.1, True, [("blocker", 1), ("ann", 1), ("bob", 1)]),  # ann's key takes its place
-])
+@pytest.mark.parametrize(
+    "bob_at,ann_types,expected",
+    [
+        (0.1, False, [("blocker", 1), ("bob", 1), ("ann", 0)]),  # bob types within the warm-up's yield: first
+        (WARMUP_YIELD_S + 0.1, False, [("blocker", 1), ("ann", 0), ("bob", 1)]),  # after it: the warm-up's turn
+        (WARMUP_YIELD_S + 0.1, True, [("blocker", 1), ("ann", 1), ("bob", 1)]),  # ann's key takes its place
+    ],
+)
 def test_place_in_line(monkeypatch, bob_at, ann_types, expected):
     clock = [100.0]
     monkeypatch.setattr(service_module.time, "monotonic", lambda: clock[0])

@@ -1,4 +1,5 @@
 """Which shifted tokens are reused and which are recomputed."""
+
 from fimgate.backend.base import ReuseHint
 from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
 

@@ -1,6 +1,7 @@
 """The fixed-shape one-token step that CUDA graphs capture (forward(..., static_kv_len=B)) gives
 the logits and K/V of the ordinary step, whatever stale rows lie past the position in its bucket,
 with and without a sliding window. Runs on CPU; tests/unit/test_engine_cuda.py replays it as graphs."""
+
 from dataclasses import replace
 
 import pytest
@@ -34,6 +35,5 @@ def test_static_step_matches_the_ordinary_step(window, position):
 
 
 def test_buckets_are_powers_of_two_and_halfway_capped_by_capacity():
-    assert [bucket_for(p, 4096) for p in (0, 127, 128, 191, 192, 1000, 2800, 4095)] == [
-        128, 128, 192, 192, 256, 1024, 3072, 4096]
+    assert [bucket_for(p, 4096) for p in (0, 127, 128, 191, 192, 1000, 2800, 4095)] == [128, 128, 192, 192, 256, 1024, 3072, 4096]
     assert bucket_for(3000, 3072) == 3072

@@ -1,4 +1,5 @@
 """Stop strings never leak a partial stop; healing constraints allow exactly the consistent tokens."""
+
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.stop import StopStrings
 

@@ -1,6 +1,7 @@
 """Streamed completions are cleaned exactly as whole ones: whatever pieces the text arrives in,
 what a client concatenates equals tidy() of the whole (the issue: a stream showed `r ** 2)` where
 the plain answer said `r ** 2`)."""
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,13 +18,37 @@ DOCS = [
     ("def f(x):\n    if x > 0:", "\n    return 0\n"),  # the end of a block-opening line
     ("function f(xs) {", "\n}\n"),
 ]
-PIECES = ["r", " ** 2", ")", "\n", "    ", "return 1", "a, b)", "  ", "x = 1", "\n\n", "print(", "2, 3))", "\t", "y",
-          "return False", "        ", "return True", "}", "\n  return xs;", "\n        return x"]
+PIECES = [
+    "r",
+    " ** 2",
+    ")",
+    "\n",
+    "    ",
+    "return 1",
+    "a, b)",
+    "  ",
+    "x = 1",
+    "\n\n",
+    "print(",
+    "2, 3))",
+    "\t",
+    "y",
+    "return False",
+    "        ",
+    "return True",
+    "}",
+    "\n  return xs;",
+    "\n        return x",
+]
 
 
 @settings(max_examples=600, deadline=None)
-@given(doc=st.sampled_from(DOCS), pieces=st.lists(st.sampled_from(PIECES), max_size=12), multiline=st.booleans(),
-       min_indent=st.sampled_from([0, 4, 8]))
+@given(
+    doc=st.sampled_from(DOCS),
+    pieces=st.lists(st.sampled_from(PIECES), max_size=12),
+    multiline=st.booleans(),
+    min_indent=st.sampled_from([0, 4, 8]),
+)
 def test_streamed_text_is_the_plain_text(doc, pieces, multiline, min_indent):
     prefix, suffix = doc
     text, cursor = prefix + suffix, len(prefix)

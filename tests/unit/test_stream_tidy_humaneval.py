@@ -2,6 +2,7 @@
 multi-line: the service's StreamTidy on each problem's real document, fed the reference middle
 followed by the start of the suffix (so that block ends, repeated lines and overlaps with the
 text after the cursor all occur), in the bundled tokenizer's pieces, as a backend streams them."""
+
 import os
 
 import pytest
@@ -9,8 +10,10 @@ import pytest
 from fimgate.bench.workloads.humaneval import FILES, default_data_dir, load
 from fimgate.efim.postprocess import StreamTidy, tidy, wants_multiline
 
-pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(default_data_dir(), FILES["single-line"])),
-                                reason="../shared/data/humaneval-infilling is not here")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(os.path.join(default_data_dir(), FILES["single-line"])),
+    reason="../shared/data/humaneval-infilling is not here",
+)
 
 
 @pytest.mark.parametrize("dataset", ["single-line", "multi-line"])

@@ -1,4 +1,5 @@
 """Family sentinels against real tokenizer files; sentinel text in user code stays text."""
+
 import importlib.util
 import os
 

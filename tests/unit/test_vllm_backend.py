@@ -1,5 +1,6 @@
 """The vLLM backend's own logic against a scripted HTTP transport (the real servers are in
 tests/integration/test_vllm.py): request bodies, healing, salts, routing and failover."""
+
 import json
 import re
 
@@ -31,8 +32,16 @@ def _sse(chunks: list[dict]) -> bytes:
 def _reply(texts: list[str], prompt: int, cached: int, finish: str = "length") -> bytes:
     chunks = [{"choices": [{"index": 0, "text": t, "finish_reason": None}]} for t in texts]
     chunks[-1]["choices"][0]["finish_reason"] = finish
-    chunks.append({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": len(texts),
-                                            "prompt_tokens_details": {"cached_tokens": cached}}})
+    chunks.append(
+        {
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": len(texts),
+                "prompt_tokens_details": {"cached_tokens": cached},
+            },
+        }
+    )
     return _sse(chunks)
 
 

@@ -1,4 +1,5 @@
 """Warm-ups yield to typing in the gateway: chunked prefixes at low priority on the main thread."""
+
 import threading
 import time
 
@@ -21,8 +22,12 @@ def test_a_chunked_warmup_reports_every_chunks_prefill():
     def run(p):
         seen.append(len(p.prompt_ids))
         cached = 0 if len(seen) == 1 else seen[-2] - 1
-        yield Finished("", UsageReport(prompt_tokens=len(p.prompt_ids), prefix_cached_tokens=cached,
-                                       prefilled_tokens=len(p.prompt_ids) - cached))
+        yield Finished(
+            "",
+            UsageReport(
+                prompt_tokens=len(p.prompt_ids), prefix_cached_tokens=cached, prefilled_tokens=len(p.prompt_ids) - cached
+            ),
+        )
 
     (done,) = list(run_chunked(plan, run, lambda: False))
     assert seen == [64, 128, 150]
@@ -44,6 +49,7 @@ def _served_order(jobs: list[tuple[str, float]]) -> list[str]:
                 release.wait(5)
             order.append(name)
             yield name
+
         return make
 
     t0 = 100.0  # arrival times are explicit: the runner orders by key alone
@@ -51,8 +57,7 @@ def _served_order(jobs: list[tuple[str, float]]) -> list[str]:
     worker = threading.Thread(target=runner.serve_forever, kwargs={"until": lambda: len(order) == len(jobs) + 1})
     worker.start()  # (any thread may serve in a test; servers use the main thread)
     time.sleep(0.3)  # warm-1 is running
-    streams += [runner.submit(job(name), priority=order_key(t0 + dt, warmup=name.startswith("warm")))
-                for name, dt in jobs]
+    streams += [runner.submit(job(name), priority=order_key(t0 + dt, warmup=name.startswith("warm"))) for name, dt in jobs]
     release.set()
     for s in streams:
         list(s)

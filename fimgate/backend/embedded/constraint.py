@@ -12,6 +12,7 @@ the last few hundred answers are kept: a keystroke's first pick asks for its hea
 (the head's hint, then the sampler), and a bare space allows ~32k tokens. The answers are facts
 about the vocabulary, shared by every user. Imports no torch.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -70,7 +71,7 @@ class HealingCursor:
         if not self.pending:
             return data
         if data.startswith(self.pending):
-            out, self.pending = data[len(self.pending):], b""
+            out, self.pending = data[len(self.pending) :], b""
             return out
-        self.pending = self.pending[len(data):]
+        self.pending = self.pending[len(data) :]
         return b""

@@ -12,6 +12,7 @@ or up front by `capture_all`. The graph reads the token and position from two de
 owns, writes the step's K/V row into the buffer, and leaves logits in a tensor it owns: read
 them before the next replay.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

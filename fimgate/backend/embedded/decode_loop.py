@@ -12,6 +12,7 @@ their entries are read, the others may be anything).
     events = decode(plan, logits, step, ...)      # yields TextDelta, returns Decoded
     result = yield from events
 """
+
 from __future__ import annotations
 
 import time
@@ -40,9 +41,16 @@ def first_pick(plan: FimPlan, heal_index: TextPrefixIndex) -> tuple[bool, list[i
     return plan.sampling.temperature == 0, allowed
 
 
-def decode(plan: FimPlan, logits: torch.Tensor, step: Callable[..., torch.Tensor], token_bytes: list[bytes],
-           heal_index: TextPrefixIndex, eos_id: int | None, max_new: int, cancel: CancelToken
-           ) -> Generator[TextDelta, None, Decoded]:
+def decode(
+    plan: FimPlan,
+    logits: torch.Tensor,
+    step: Callable[..., torch.Tensor],
+    token_bytes: list[bytes],
+    heal_index: TextPrefixIndex,
+    eos_id: int | None,
+    max_new: int,
+    cancel: CancelToken,
+) -> Generator[TextDelta, None, Decoded]:
     """Sample from `logits` (the prompt's last), then step(token, argmax_only, only_ids) -> the
     next logits, up to `max_new` tokens (the plan's max_tokens plus what healing re-spells)."""
     gen = torch.Generator().manual_seed(plan.sampling.seed) if plan.sampling.seed is not None else None

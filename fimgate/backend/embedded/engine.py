@@ -13,6 +13,7 @@ previous prompt that reappear elsewhere are re-rotated into place and partly rec
 (fimgate/backend/embedded/shifted_reuse.py) instead of prefilled. One request computes at a time; on 2 CPU cores batching
 would only share the same cores.
 """
+
 from __future__ import annotations
 
 import threading
@@ -95,12 +96,19 @@ class _Cost:
 
     def report(self, out: Decoded, t0: float, t_decoded: float, t_end: float) -> UsageReport:
         ttft = None if out.t_first is None else (out.t_first - t0) * 1000
-        return UsageReport(prompt_tokens=self.prompt_tokens, prefix_cached_tokens=self.prefix_cached,
-                           shifted_cached_tokens=self.shifted_reused, recomputed_tokens=self.recomputed,
-                           prefilled_tokens=len(self.positions) - self.recomputed, completion_tokens=out.num_out,
-                           ttft_ms=ttft, decode_tokens_per_s=decode_rate(out.t_first, t_decoded, out.num_out),
-                           total_ms=(t_end - t0) * 1000, cancelled=out.finish == "cancelled",
-                           finish_reason=out.finish)
+        return UsageReport(
+            prompt_tokens=self.prompt_tokens,
+            prefix_cached_tokens=self.prefix_cached,
+            shifted_cached_tokens=self.shifted_reused,
+            recomputed_tokens=self.recomputed,
+            prefilled_tokens=len(self.positions) - self.recomputed,
+            completion_tokens=out.num_out,
+            ttft_ms=ttft,
+            decode_tokens_per_s=decode_rate(out.t_first, t_decoded, out.num_out),
+            total_ms=(t_end - t0) * 1000,
+            cancelled=out.finish == "cancelled",
+            finish_reason=out.finish,
+        )
 
 
 class EmbeddedEngine:
@@ -114,9 +122,15 @@ class EmbeddedEngine:
         self._name = loaded.name
         self._tokenizer = loaded.tokenizer
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
-        self.model = LlamaModel(loaded.config, loaded.tensors, device=config.device, dtype=dtype,
-                                int8_weights=config.dtype == "int8", screened_head=config.screened_head,
-                                bf16_prompts=config.prefill_dtype == "bfloat16" and dtype == torch.float32)
+        self.model = LlamaModel(
+            loaded.config,
+            loaded.tensors,
+            device=config.device,
+            dtype=dtype,
+            int8_weights=config.dtype == "int8",
+            screened_head=config.screened_head,
+            bf16_prompts=config.prefill_dtype == "bfloat16" and dtype == torch.float32,
+        )
         cfg = loaded.config
         self.capacity = min(config.max_context, cfg.max_position)
         budget_tokens = config.budget_tokens
@@ -128,8 +142,9 @@ class EmbeddedEngine:
         self.tree = self._new_tree(num_blocks)
         rows = num_blocks * config.block_size
         self._pool = KVBuffer.empty(cfg, rows, device=config.device, dtype=dtype)
-        self._slots = [_Slot(KVBuffer.empty(cfg, self.capacity, device=config.device, dtype=dtype))
-                       for _ in range(config.num_slots)]
+        self._slots = [
+            _Slot(KVBuffer.empty(cfg, self.capacity, device=config.device, dtype=dtype)) for _ in range(config.num_slots)
+        ]
         self._lock = threading.Lock()
         special = {self._tokenizer.token_id(t) for t in getattr(self._tokenizer, "_special", {})} - {None}
         self._heal_index = TextPrefixIndex(self._tokenizer.token_bytes, exclude_ids=special)
@@ -146,8 +161,9 @@ class EmbeddedEngine:
                 self._graphs.capture_all(s.kv)
 
     def _new_tree(self, num_blocks: int) -> BlockTree:
-        return BlockTree(num_blocks, self.config.block_size, self.config.pin_cap_share, clock=lambda: self._now_s,
-                         eviction=self.pins.eviction)
+        return BlockTree(
+            num_blocks, self.config.block_size, self.config.pin_cap_share, clock=lambda: self._now_s, eviction=self.pins.eviction
+        )
 
     @classmethod
     def from_path(cls, path: str, config: EngineConfig = EngineConfig()) -> "EmbeddedEngine":
@@ -206,8 +222,7 @@ class EmbeddedEngine:
             best.user_id, best.tokens = user_id, []
         return best, best_n
 
-    def _generate_locked(self, plan: FimPlan, prompt: list[int], max_new: int,
-                         cancel: CancelToken) -> Iterator[StreamEvent]:
+    def _generate_locked(self, plan: FimPlan, prompt: list[int], max_new: int, cancel: CancelToken) -> Iterator[StreamEvent]:
         """One request, stage by stage: claim a slot with the cached prefix, place shifted text,
         run the tokens that must be computed, decode, store and report."""
         t0 = time.perf_counter()
@@ -229,8 +244,9 @@ class EmbeddedEngine:
             slot.tokens.append(tok)
             return logits
 
-        out = yield from decode(plan, logits, step, self._tokenizer.token_bytes, self._heal_index,
-                                self._tokenizer.eos_id, max_new, cancel)
+        out = yield from decode(
+            plan, logits, step, self._tokenizer.token_bytes, self._heal_index, self._tokenizer.eos_id, max_new, cancel
+        )
         yield self._finish(plan, slot, cost, out, t0)
 
     def _claim(self, plan: FimPlan, prompt: list[int]) -> tuple[_Slot, int]:
@@ -255,8 +271,9 @@ class EmbeddedEngine:
             self._last_prompts.popitem(last=False)
         return old
 
-    def _place_moved_text(self, plan: FimPlan, prompt: list[int], old: tuple[int, ...] | None, cached: int,
-                          slot: _Slot) -> tuple[set[int], set[int]]:
+    def _place_moved_text(
+        self, plan: FimPlan, prompt: list[int], old: tuple[int, ...] | None, cached: int, slot: _Slot
+    ) -> tuple[set[int], set[int]]:
         """Suffix-KV correction: the old prompt's text that reappears at new positions is placed
         there, keys re-rotated; returns (positions reused shifted, positions of them to recompute)."""
         if plan.recompute_share is None or not plan.reuse_hints or not old:
@@ -269,28 +286,37 @@ class EmbeddedEngine:
         shifted = {p for s in spans for p in range(s.new_start, s.new_start + s.num_tokens)}
         return shifted, select_recompute(spans, plan.recompute_share)
 
-    def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: _Slot,
-                 recomputing: bool) -> torch.Tensor:
+    def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: _Slot, recomputing: bool) -> torch.Tensor:
         """Run the prompt's uncached (and recomputed) positions; the last one's logits."""
         argmax_only, only_ids = first_pick(plan, self._heal_index)
         if len(positions) == 1 and not recomputing:  # a keystroke's 1-token append: one decode step
             logits = self._step(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
         else:
             dev = self.model.device
-            logits = self.model.forward(torch.tensor([prompt[p] for p in positions], device=dev),
-                                        torch.tensor(positions, device=dev), slot.kv, argmax_only=argmax_only,
-                                        only_ids=only_ids)
+            logits = self.model.forward(
+                torch.tensor([prompt[p] for p in positions], device=dev),
+                torch.tensor(positions, device=dev),
+                slot.kv,
+                argmax_only=argmax_only,
+                only_ids=only_ids,
+            )
         slot.tokens = list(prompt)
         return logits
 
-    def _step(self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False,
-              only_ids: list[int] | None = None) -> torch.Tensor:
+    def _step(
+        self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False, only_ids: list[int] | None = None
+    ) -> torch.Tensor:
         """Logits after one token at `position`: a replayed CUDA graph where there is one."""
         if self._graphs is not None:
             return self._graphs.step(token, position, kv)
         dev = self.model.device
-        return self.model.forward(torch.tensor([token], device=dev), torch.tensor([position], device=dev), kv,
-                                  argmax_only=argmax_only, only_ids=only_ids)
+        return self.model.forward(
+            torch.tensor([token], device=dev),
+            torch.tensor([position], device=dev),
+            kv,
+            argmax_only=argmax_only,
+            only_ids=only_ids,
+        )
 
     def _finish(self, plan: FimPlan, slot: _Slot, cost: "_Cost", out: Decoded, t0: float) -> Finished:
         t_decoded = time.perf_counter()
@@ -298,8 +324,7 @@ class EmbeddedEngine:
         if self.model.device.type == "cuda":  # a request ends when its kernels have (a pre-warm samples nothing)
             torch.cuda.synchronize(self.model.device)
         if plan.pins_anchor:
-            self.pins.repin(self.tree, plan.user_id, plan.session_id, tuple(plan.prompt_ids[:plan.pin_tokens]),
-                            self._now_s)
+            self.pins.repin(self.tree, plan.user_id, plan.session_id, tuple(plan.prompt_ids[: plan.pin_tokens]), self._now_s)
         return Finished(text=out.text, usage=cost.report(out, t0, t_decoded, time.perf_counter()))
 
     # -- pool <-> slot ---------------------------------------------------------------------
@@ -332,10 +357,9 @@ class EmbeddedEngine:
     def _store(self, user_id: str, slot: _Slot) -> None:
         bs = self.config.block_size
         for w in self.tree.insert(user_id, tuple(slot.tokens)):
-            rows = torch.arange(w.block_id * bs + w.offset, w.block_id * bs + w.offset + w.num_tokens,
-                                device=self.model.device)
-            self._pool.k.index_copy_(2, rows, slot.kv.k[:, :, w.start:w.start + w.num_tokens])
-            self._pool.v.index_copy_(2, rows, slot.kv.v[:, :, w.start:w.start + w.num_tokens])
+            rows = torch.arange(w.block_id * bs + w.offset, w.block_id * bs + w.offset + w.num_tokens, device=self.model.device)
+            self._pool.k.index_copy_(2, rows, slot.kv.k[:, :, w.start : w.start + w.num_tokens])
+            self._pool.v.index_copy_(2, rows, slot.kv.v[:, :, w.start : w.start + w.num_tokens])
 
     def reset(self, pin_policy: str | None = None) -> None:
         """Forget every cached block, slot and pin (benchmarks start each strategy from cold)."""

@@ -1,4 +1,5 @@
 """Pick the next token: greedy or temperature + nucleus (top-p), optionally within an allowed set."""
+
 from __future__ import annotations
 
 import torch
@@ -6,8 +7,9 @@ import torch
 from fimgate.backend.base import SamplingParams
 
 
-def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
-           allowed_ids: list[int] | None = None) -> int:
+def sample(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None, allowed_ids: list[int] | None = None
+) -> int:
     """logits: (vocab,) float32."""
     if allowed_ids is not None:
         masked = torch.full_like(logits, float("-inf"))

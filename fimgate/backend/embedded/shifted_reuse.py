@@ -18,6 +18,7 @@ after two repairs:
        new   [ P0 | edit | P1 (shifted +d) ..... | S (+d) ] inc
                          ^^^^ window            ^^^^^ nearest the hole
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,9 @@ from fimgate.backend.base import ReuseHint
 WINDOW_SHARE = 0.5  # of the budget, for the windows right after each change; the rest nearest the hole
 
 
-def usable_spans(hints: tuple[ReuseHint, ...], old: tuple[int, ...], new: tuple[int, ...], cached: int,
-                 available_old: int) -> list[ReuseHint]:
+def usable_spans(
+    hints: tuple[ReuseHint, ...], old: tuple[int, ...], new: tuple[int, ...], cached: int, available_old: int
+) -> list[ReuseHint]:
     """Hints clipped to what helps: after the exact prefix, before the prompt's last token (always
     computed, for its logits), within the old tokens still cached, and whose tokens really match."""
     spans = []
@@ -41,7 +43,7 @@ def usable_spans(hints: tuple[ReuseHint, ...], old: tuple[int, ...], new: tuple[
         if hi <= lo:
             continue
         o = lo - h.delta
-        if o < 0 or tuple(old[o:o + hi - lo]) != tuple(new[lo:hi]):
+        if o < 0 or tuple(old[o : o + hi - lo]) != tuple(new[lo:hi]):
             continue
         spans.append(ReuseHint(o, lo, hi - lo))
     return spans

@@ -4,6 +4,7 @@ Text is released only when it can no longer be the start of a stop string, so a 
 sees half of "\\ndef " before the stop is recognised. Invalid UTF-8 at a token boundary (a
 character split across tokens) is held back until it completes.
 """
+
 from __future__ import annotations
 
 
@@ -27,7 +28,7 @@ class StopStrings:
         if cut is not None:
             self.stopped = True
             self.text = text[:cut]
-            out = self.text[self._released:]
+            out = self.text[self._released :]
             self._released = len(self.text)
             return out
         hold = 0
@@ -37,7 +38,7 @@ class StopStrings:
                     hold = max(hold, k)
                     break
         safe = len(text) - hold
-        out = text[self._released:safe] if safe > self._released else ""
+        out = text[self._released : safe] if safe > self._released else ""
         self._released = max(self._released, safe)
         self.text = text
         return out
@@ -47,7 +48,7 @@ class StopStrings:
         if self.stopped:
             return ""
         text = self._bytes.decode("utf-8", errors="replace")
-        out = text[self._released:]
+        out = text[self._released :]
         self._released = len(text)
         self.text = text
         return out

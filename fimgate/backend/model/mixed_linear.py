@@ -22,6 +22,7 @@ one (`python -m fimgate.bench.micro.cpu_matmul`: 1,000 x 576 x 1,536 in 7.4 ms f
 linears keep a bf16 copy for prompts; x is rounded to bf16 into it and the product returns to
 fp32, so attention, K/V and the residual stream stay fp32.
 """
+
 from __future__ import annotations
 
 import torch

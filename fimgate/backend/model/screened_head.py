@@ -22,14 +22,15 @@ within ~1e-6 of each other, the level at which a full prefill and a decode step 
 The other entries are the screened approximations: right for the argmax, not for sampling or a
 constrained choice, so the engine asks for it only in greedy, unconstrained steps.
 """
+
 from __future__ import annotations
 
 import torch
 
 from fimgate.kernels.int8_gemv import int8_linear, int8_screen, quantize_rows
 
-_BF16_U = 2.0 ** -8
-_FP32_U = 2.0 ** -24
+_BF16_U = 2.0**-8
+_FP32_U = 2.0**-24
 
 
 class ScreenedHead:

@@ -9,6 +9,7 @@
 
 Imports no torch.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,9 +36,7 @@ def _bytes_to_unicode() -> dict[int, str]:
 _BYTE_DECODER = {c: b for b, c in _bytes_to_unicode().items()}
 
 # Pre-tokenizer regexes by GGUF `tokenizer.ggml.pre` name (as llama.cpp names them).
-_QWEN2_REGEX = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+_QWEN2_REGEX = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 
 def _gguf_pre_tokenizer(pre: str):
@@ -89,8 +88,7 @@ class HFTokenizer:
 
         control = [AddedToken(tokens[i], special=True, normalized=False) for i, ty in enumerate(types) if ty in (3, 4)]
         tok.add_special_tokens(control)
-        return cls(tok, bos_id=field("tokenizer.ggml.bos_token_id"), eos_id=field("tokenizer.ggml.eos_token_id"),
-                   add_bos=add_bos)
+        return cls(tok, bos_id=field("tokenizer.ggml.bos_token_id"), eos_id=field("tokenizer.ggml.eos_token_id"), add_bos=add_bos)
 
     @classmethod
     def _from_gguf_sentencepiece(cls, path: str, reader, add_bos: bool) -> "HFTokenizer":
@@ -100,8 +98,11 @@ class HFTokenizer:
         key = hashlib.sha1(f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
         cache_dir = os.environ.get("FIMGATE_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "fimgate"))
         cached = os.path.join(cache_dir, f"tokenizer-{key}.json")
-        meta = {k: reader.fields[k].contents() for k in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")
-                if k in reader.fields}
+        meta = {
+            k: reader.fields[k].contents()
+            for k in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")
+            if k in reader.fields
+        }
         if not os.path.exists(cached):
             try:
                 from transformers import AutoTokenizer
@@ -111,8 +112,12 @@ class HFTokenizer:
             os.makedirs(cache_dir, exist_ok=True)
             hf.backend_tokenizer.save(cached + ".tmp")
             os.replace(cached + ".tmp", cached)
-        return cls(Tokenizer.from_file(cached), bos_id=meta.get("tokenizer.ggml.bos_token_id"),
-                   eos_id=meta.get("tokenizer.ggml.eos_token_id"), add_bos=add_bos)
+        return cls(
+            Tokenizer.from_file(cached),
+            bos_id=meta.get("tokenizer.ggml.bos_token_id"),
+            eos_id=meta.get("tokenizer.ggml.eos_token_id"),
+            add_bos=add_bos,
+        )
 
     @classmethod
     def from_folder(cls, path: str) -> "HFTokenizer":

@@ -5,25 +5,49 @@ are appended by the model family. `qwen25` rebuilds Qwen2.5(-Coder)'s special to
 sentinels included (<|fim_prefix|> 151659, <|fim_middle|> 151660, <|fim_suffix|> 151661).
 Imports no torch.
 """
+
 from __future__ import annotations
 
 import base64
 from functools import cached_property
 
-QWEN_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+QWEN_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 QWEN25_SPECIAL_TOKENS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
-    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-    "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>",
-    "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
 )
 
 
 class TiktokenTokenizer:
-    def __init__(self, ranks_path: str, pattern: str, special_tokens: dict[str, int], *,
-                 bos_id: int | None = None, eos_id: int | None = None) -> None:
+    def __init__(
+        self,
+        ranks_path: str,
+        pattern: str,
+        special_tokens: dict[str, int],
+        *,
+        bos_id: int | None = None,
+        eos_id: int | None = None,
+    ) -> None:
         import regex
         import tiktoken
 

@@ -4,6 +4,7 @@ Weights come out as float32 tensors under canonical names (`embed`, `final_norm`
 `layers.{i}.{attn_norm,q,k,v,o,q_bias,k_bias,v_bias,mlp_norm,gate,up,down}`), so the model code
 never sees a file format. Quantized GGUF tensors are dequantized on load.
 """
+
 from __future__ import annotations
 
 import glob
@@ -18,22 +19,46 @@ from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.tokenizer import HFTokenizer
 
 _GGUF_NAMES = {
-    "attn_norm.weight": "attn_norm", "attn_q.weight": "q", "attn_k.weight": "k", "attn_v.weight": "v",
-    "attn_output.weight": "o", "attn_q.bias": "q_bias", "attn_k.bias": "k_bias", "attn_v.bias": "v_bias",
-    "ffn_norm.weight": "mlp_norm", "ffn_gate.weight": "gate", "ffn_up.weight": "up", "ffn_down.weight": "down",
-    "attn_q_norm.weight": "q_norm", "attn_k_norm.weight": "k_norm", "post_attention_norm.weight": "post_attn_norm",
+    "attn_norm.weight": "attn_norm",
+    "attn_q.weight": "q",
+    "attn_k.weight": "k",
+    "attn_v.weight": "v",
+    "attn_output.weight": "o",
+    "attn_q.bias": "q_bias",
+    "attn_k.bias": "k_bias",
+    "attn_v.bias": "v_bias",
+    "ffn_norm.weight": "mlp_norm",
+    "ffn_gate.weight": "gate",
+    "ffn_up.weight": "up",
+    "ffn_down.weight": "down",
+    "attn_q_norm.weight": "q_norm",
+    "attn_k_norm.weight": "k_norm",
+    "post_attention_norm.weight": "post_attn_norm",
     "post_ffw_norm.weight": "post_mlp_norm",
 }
 _HF_NAMES = {
-    "input_layernorm.weight": "attn_norm", "self_attn.q_proj.weight": "q", "self_attn.k_proj.weight": "k",
-    "self_attn.v_proj.weight": "v", "self_attn.o_proj.weight": "o", "self_attn.q_proj.bias": "q_bias",
-    "self_attn.k_proj.bias": "k_bias", "self_attn.v_proj.bias": "v_bias",
-    "post_attention_layernorm.weight": "mlp_norm", "mlp.gate_proj.weight": "gate", "mlp.up_proj.weight": "up",
-    "mlp.down_proj.weight": "down", "self_attn.q_norm.weight": "q_norm", "self_attn.k_norm.weight": "k_norm",
+    "input_layernorm.weight": "attn_norm",
+    "self_attn.q_proj.weight": "q",
+    "self_attn.k_proj.weight": "k",
+    "self_attn.v_proj.weight": "v",
+    "self_attn.o_proj.weight": "o",
+    "self_attn.q_proj.bias": "q_bias",
+    "self_attn.k_proj.bias": "k_bias",
+    "self_attn.v_proj.bias": "v_bias",
+    "post_attention_layernorm.weight": "mlp_norm",
+    "mlp.gate_proj.weight": "gate",
+    "mlp.up_proj.weight": "up",
+    "mlp.down_proj.weight": "down",
+    "self_attn.q_norm.weight": "q_norm",
+    "self_attn.k_norm.weight": "k_norm",
 }
 # Gemma's norms multiply by (1 + w); llama.cpp stores 1 + w in GGUF, so HF weights get +1 on load.
-_HF_GEMMA_NAMES = {**_HF_NAMES, "post_attention_layernorm.weight": "post_attn_norm",
-                   "pre_feedforward_layernorm.weight": "mlp_norm", "post_feedforward_layernorm.weight": "post_mlp_norm"}
+_HF_GEMMA_NAMES = {
+    **_HF_NAMES,
+    "post_attention_layernorm.weight": "post_attn_norm",
+    "pre_feedforward_layernorm.weight": "mlp_norm",
+    "post_feedforward_layernorm.weight": "post_mlp_norm",
+}
 
 
 class ModelLoadError(ValueError):
@@ -82,8 +107,7 @@ def _load_gguf(path: str) -> LoadedModel:
     for t in reader.tensors:
         arr = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32, order="C", copy=True)
         tensors[_canonical_gguf(t.name)] = torch.from_numpy(arr)
-    return LoadedModel(name=os.path.basename(path), config=config, tensors=tensors,
-                       tokenizer=HFTokenizer.from_gguf(reader, path))
+    return LoadedModel(name=os.path.basename(path), config=config, tensors=tensors, tokenizer=HFTokenizer.from_gguf(reader, path))
 
 
 def _canonical_gguf(name: str) -> str:
@@ -118,8 +142,9 @@ def _load_hf_folder(path: str) -> LoadedModel:
             tensors[name] = v + 1 if gemma and name.endswith("norm") else v
     if "lm_head" in tensors and config.tie_embeddings:
         del tensors["lm_head"]
-    return LoadedModel(name=os.path.basename(os.path.normpath(path)), config=config, tensors=tensors,
-                       tokenizer=HFTokenizer.from_folder(path))
+    return LoadedModel(
+        name=os.path.basename(os.path.normpath(path)), config=config, tensors=tensors, tokenizer=HFTokenizer.from_folder(path)
+    )
 
 
 def _canonical_hf(name: str, names: dict[str, str]) -> str:

@@ -18,6 +18,7 @@ closes the stream, which makes vLLM abort the request.
 vLLM cannot reuse KV at a shifted position, so reuse hints and correction budgets are ignored:
 re-anchors are full prefills here (README: what stock vLLM would need).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -77,15 +78,15 @@ def healing_regex(text: str) -> str:
 
 
 class VllmBackend:
-    def __init__(self, config: VllmConfig, tokenizer: Tokenizer, salts: CacheSalts | None = None,
-                 client: httpx.Client | None = None) -> None:
+    def __init__(
+        self, config: VllmConfig, tokenizer: Tokenizer, salts: CacheSalts | None = None, client: httpx.Client | None = None
+    ) -> None:
         self.config = config
         self._tokenizer = tokenizer
         self.salts = salts or CacheSalts()
         self.router = PrefixRouter(list(config.urls), config.block_size, config.capacity_tokens)
         self.pins = KeystrokePins("pin" if config.pins else "lru-only")
-        self._client = client or httpx.Client(timeout=httpx.Timeout(config.read_timeout_s,
-                                                                    connect=config.connect_timeout_s))
+        self._client = client or httpx.Client(timeout=httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s))
         self._model = config.model
         self.max_model_len: int | None = None
         if self._model is None:
@@ -129,10 +130,17 @@ class VllmBackend:
 
     def _body(self, plan: FimPlan) -> dict:
         s = plan.sampling
-        body = {"model": self._model, "prompt": list(plan.prompt_ids), "max_tokens": max(1, s.max_tokens),
-                "temperature": s.temperature, "top_p": s.top_p, "stream": True,
-                "stream_options": {"include_usage": True}, "cache_salt": self.salts.salt_for(plan.user_id),
-                "skip_special_tokens": True}
+        body = {
+            "model": self._model,
+            "prompt": list(plan.prompt_ids),
+            "max_tokens": max(1, s.max_tokens),
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "cache_salt": self.salts.salt_for(plan.user_id),
+            "skip_special_tokens": True,
+        }
         if s.stop:
             body["stop"] = list(s.stop)
         if s.seed is not None:
@@ -144,14 +152,21 @@ class VllmBackend:
         if self.config.pins and plan.pins_anchor:
             now = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
             key = hashlib.sha256(f"{plan.user_id}\0{plan.session_id}".encode("utf-8")).hexdigest()[:32]
-            body["kv_transfer_params"] = {"fimgate_pin": {"key": key, "tokens": plan.pin_tokens,
-                                                          "ttl_s": self.pins.ttl_s((plan.user_id, plan.session_id), now)}}
+            body["kv_transfer_params"] = {
+                "fimgate_pin": {
+                    "key": key,
+                    "tokens": plan.pin_tokens,
+                    "ttl_s": self.pins.ttl_s((plan.user_id, plan.session_id), now),
+                }
+            }
         return body
 
     def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]:
         if self.max_model_len and len(plan.prompt_ids) + max(1, plan.sampling.max_tokens) > self.max_model_len:
-            raise ContextOverflowError(f"prompt of {len(plan.prompt_ids)} tokens + {plan.sampling.max_tokens} to "
-                                       f"generate exceeds the vLLM server's {self.max_model_len}-token context")
+            raise ContextOverflowError(
+                f"prompt of {len(plan.prompt_ids)} tokens + {plan.sampling.max_tokens} to "
+                f"generate exceeds the vLLM server's {self.max_model_len}-token context"
+            )
         namespace = self.salts.tenant_of(plan.user_id)
         body = self._body(plan)
         tried: set[int] = set()
@@ -165,8 +180,7 @@ class VllmBackend:
             except (httpx.TransportError, _ServerError) as e:
                 self.router.mark_down(index)
                 if stream.emitted:
-                    raise BackendUnavailableError(f"vLLM server {self.router.servers[index].url} failed mid-stream: "
-                                                  f"{e}") from e
+                    raise BackendUnavailableError(f"vLLM server {self.router.servers[index].url} failed mid-stream: {e}") from e
             finally:
                 self.router.finished(index, stream.cached_tokens)
 
@@ -217,10 +231,10 @@ class _Stream:
                     finish = choice.get("finish_reason") or finish
                 if plan.sampling.max_tokens == 0:
                     continue  # a pre-warm: vLLM generated one token to fill the cache; nobody sees it
-                visible = raw[len(heal):] if raw.startswith(heal) else ("" if heal.startswith(raw) else raw)
+                visible = raw[len(heal) :] if raw.startswith(heal) else ("" if heal.startswith(raw) else raw)
                 if len(visible) > len(text):
                     self.emitted = True
-                    yield TextDelta(visible[len(text):])
+                    yield TextDelta(visible[len(text) :])
                     text = visible
         total_ms = (time.perf_counter() - t0) * 1000
         details = usage.get("prompt_tokens_details") or {}
@@ -229,11 +243,20 @@ class _Stream:
         self.cached_tokens = cached if usage else None
         completion = 0 if plan.sampling.max_tokens == 0 else usage.get("completion_tokens", 0)
         decode_s = (total_ms - (ttft_ms or total_ms)) / 1000
-        yield Finished(text, UsageReport(
-            prompt_tokens=prompt, prefix_cached_tokens=cached, prefilled_tokens=prompt - cached if usage else prompt,
-            completion_tokens=completion, ttft_ms=ttft_ms if ttft_ms is not None else total_ms,
-            decode_tokens_per_s=(completion - 1) / decode_s if completion > 1 and decode_s > 0 else None,
-            total_ms=total_ms, cancelled=finish == "cancelled", finish_reason=finish))
+        yield Finished(
+            text,
+            UsageReport(
+                prompt_tokens=prompt,
+                prefix_cached_tokens=cached,
+                prefilled_tokens=prompt - cached if usage else prompt,
+                completion_tokens=completion,
+                ttft_ms=ttft_ms if ttft_ms is not None else total_ms,
+                decode_tokens_per_s=(completion - 1) / decode_s if completion > 1 and decode_s > 0 else None,
+                total_ms=total_ms,
+                cancelled=finish == "cancelled",
+                finish_reason=finish,
+            ),
+        )
 
 
 def _error_message(r: httpx.Response) -> str:

@@ -6,6 +6,7 @@ a server secret and the tenant's name: salts are unguessable from outside (a cli
 another tenant's salt to probe its cache by timing), stable across gateway restarts when the
 secret is kept, and equal for users a deployment maps to one tenant to share repository context.
 """
+
 from __future__ import annotations
 
 import base64
@@ -34,7 +35,8 @@ class CacheSalts:
     @classmethod
     def from_files(cls, secret_file: str | None, tenants_file: str | None) -> "CacheSalts":
         """secret_file: raw bytes (or $FIMGATE_SALT_SECRET); tenants_file: 'USER TENANT' lines."""
-        secret = open(secret_file, "rb").read().strip() if secret_file else os.environ.get(
-            "FIMGATE_SALT_SECRET", "").encode("utf-8")
+        secret = (
+            open(secret_file, "rb").read().strip() if secret_file else os.environ.get("FIMGATE_SALT_SECRET", "").encode("utf-8")
+        )
         tenants = read_pairs(tenants_file, "USER TENANT") if tenants_file else {}
         return cls(secret or None, tenants)

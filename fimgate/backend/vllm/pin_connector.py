@@ -18,6 +18,7 @@ gateway sets the TTL from the person's own keystroke gaps), and the oldest pins 
 first when pinned blocks would pass `pin_cap_share` of the pool. Everything happens on the
 scheduler side; the worker side of the connector does nothing. No KV moves anywhere.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,11 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vllm.distributed.kv_transfer.kv_connector.v1.base import (
-    KVConnectorBase_V1,
-    KVConnectorMetadata,
-    KVConnectorRole,
-)
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole
 from vllm.logger import init_logger
 
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ cache is unknown when it returns); its users re-route to the others on their nex
 Each finished request reports vLLM's own cached_tokens, so the tree's predictions are checked
 (`stats()`), not assumed.
 """
+
 from __future__ import annotations
 
 import threading
@@ -39,8 +40,16 @@ class _Server:
 
 
 class PrefixRouter:
-    def __init__(self, urls: list[str], block_size: int = 32, capacity_tokens: int = 65536,
-                 balance_abs: int = 4, balance_rel: float = 1.5, down_s: float = 10.0, clock=time.monotonic) -> None:
+    def __init__(
+        self,
+        urls: list[str],
+        block_size: int = 32,
+        capacity_tokens: int = 65536,
+        balance_abs: int = 4,
+        balance_rel: float = 1.5,
+        down_s: float = 10.0,
+        clock=time.monotonic,
+    ) -> None:
         if not urls:
             raise ValueError("at least one vLLM server URL is needed")
         self.block_size = block_size
@@ -105,6 +114,14 @@ class PrefixRouter:
     def stats(self) -> list[dict]:
         with self._lock:
             now = self._clock()
-            return [{"url": s.url, "up": s.down_until <= now, "inflight": s.inflight, "requests": s.requests,
-                     "predicted_cached_tokens": s.predicted_tokens, "reported_cached_tokens": s.cached_tokens}
-                    for s in self.servers]
+            return [
+                {
+                    "url": s.url,
+                    "up": s.down_until <= now,
+                    "inflight": s.inflight,
+                    "requests": s.requests,
+                    "predicted_cached_tokens": s.predicted_tokens,
+                    "reported_cached_tokens": s.cached_tokens,
+                }
+                for s in self.servers
+            ]

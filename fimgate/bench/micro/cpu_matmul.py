@@ -5,6 +5,7 @@
 One 1,000-token x 576 x 1,536 matmul is an MLP projection of a 1,000-token prefill of the bundled
 model; bf16 runs on AMX where the CPU has it (vLLM's CPU prefill does, hence its speed).
 """
+
 from __future__ import annotations
 
 import time
@@ -26,13 +27,17 @@ def main() -> None:
     torch.set_num_threads(2)
     x, w = torch.randn(1000, 576), torch.randn(1536, 576)
     xb, wb = x.bfloat16(), w.bfloat16()
-    print(f"matmul 1000x576x1536: fp32 {per_call_ms(lambda: F.linear(x, w))} ms, "
-          f"bf16 {per_call_ms(lambda: F.linear(xb, wb))} ms, "
-          f"bf16 with the casts {per_call_ms(lambda: F.linear(x.bfloat16(), wb).float())} ms")
+    print(
+        f"matmul 1000x576x1536: fp32 {per_call_ms(lambda: F.linear(x, w))} ms, "
+        f"bf16 {per_call_ms(lambda: F.linear(xb, wb))} ms, "
+        f"bf16 with the casts {per_call_ms(lambda: F.linear(x.bfloat16(), wb).float())} ms"
+    )
     row, norm_w = torch.randn(1, 576), torch.ones(576)
     composite = lambda: row * torch.rsqrt(row.pow(2).mean(-1, keepdim=True) + 1e-5) * norm_w  # noqa: E731
-    print(f"RMSNorm of one row: composite {per_call_ms(composite, 2000)} ms, "
-          f"F.rms_norm {per_call_ms(lambda: F.rms_norm(row, (576,), norm_w, 1e-5), 2000)} ms")
+    print(
+        f"RMSNorm of one row: composite {per_call_ms(composite, 2000)} ms, "
+        f"F.rms_norm {per_call_ms(lambda: F.rms_norm(row, (576,), norm_w, 1e-5), 2000)} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 SmolLM2-135M's shape: 30 layers, 3 KV heads of 64 dims, 9 query heads; each layer has its own
 fp32 KV buffer (4,096 rows), so a pass reads what a real step reads. Best of `repeats` passes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,7 @@ def main() -> None:
             for _ in range(a.repeats):
                 t0 = time.perf_counter()
                 for k, v in bufs:
-                    _decode_attention(q, k[:, :n], v[:, :n], D ** -0.5)
+                    _decode_attention(q, k[:, :n], v[:, :n], D**-0.5)
                 times.append((time.perf_counter() - t0) * 1000)
             best[name] = round(min(times), 2)
         kernel.KERNEL.set_enabled(True)

@@ -9,6 +9,7 @@ as `fimgate bench engine`, with and without CUDA graphs (fimgate/backend/embedde
     python -m fimgate.bench.micro.gpu_engine --write-shape .gpu/smollm2          # here, once
     python -m fimgate.bench.micro.gpu_engine --shape .gpu/smollm2 --out r.json   # there
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write-shape", help="write the bundled model's config + tokenizer to this folder and exit")
     ap.add_argument("--shape", default=".gpu/smollm2")
-    ap.add_argument("--devices", default="cuda:float32:eager,cuda:float32,cuda:bfloat16,cpu:float32",
-                    help="device:dtype[:eager] (eager: no CUDA graphs)")
+    ap.add_argument(
+        "--devices",
+        default="cuda:float32:eager,cuda:float32,cuda:bfloat16,cpu:float32",
+        help="device:dtype[:eager] (eager: no CUDA graphs)",
+    )
     ap.add_argument("--cached-tokens", type=int, default=2800)
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -77,14 +81,21 @@ def main() -> None:
     for spec in args.devices.split(","):
         device, dtype, *mode = spec.split(":")
         t = time.perf_counter()
-        engine = EmbeddedEngine(loaded, EngineConfig(device=device, dtype=dtype, budget_tokens=16384,
-                                                     max_context=4096, num_slots=2, cuda_graphs=mode != ["eager"]))
-        row = {"device": torch.cuda.get_device_name() if device == "cuda" else f"cpu x{torch.get_num_threads()}",
-               "dtype": dtype, "cuda_graphs": engine._graphs is not None,
-               "engine_start_s": round(time.perf_counter() - t, 2),
-               **measure(engine, prefill_tokens=1000, cached_tokens=args.cached_tokens),
-               "forward_1_token_ms_at_32": round(decode_step_ms(engine, 32), 2),
-               "forward_1_token_ms_at_2800": round(decode_step_ms(engine, 2800), 2)}
+        engine = EmbeddedEngine(
+            loaded,
+            EngineConfig(
+                device=device, dtype=dtype, budget_tokens=16384, max_context=4096, num_slots=2, cuda_graphs=mode != ["eager"]
+            ),
+        )
+        row = {
+            "device": torch.cuda.get_device_name() if device == "cuda" else f"cpu x{torch.get_num_threads()}",
+            "dtype": dtype,
+            "cuda_graphs": engine._graphs is not None,
+            "engine_start_s": round(time.perf_counter() - t, 2),
+            **measure(engine, prefill_tokens=1000, cached_tokens=args.cached_tokens),
+            "forward_1_token_ms_at_32": round(decode_step_ms(engine, 32), 2),
+            "forward_1_token_ms_at_2800": round(decode_step_ms(engine, 2800), 2),
+        }
         print(json.dumps(row), flush=True)
         rows.append(row)
         del engine

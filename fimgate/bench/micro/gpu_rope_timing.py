@@ -1,4 +1,5 @@
 """Time the Triton re-rotation kernel against the torch reference on CUDA (fimgate/bench/gpu_check.sh)."""
+
 import json
 
 import torch
@@ -16,7 +17,14 @@ for layers, heads, tokens, dim in ((30, 3, 2048, 64), (32, 8, 4096, 128), (18, 1
         ref = triton.testing.do_bench(lambda: apply_rope_reference(k, cos, sin, cfg))
         ker = triton.testing.do_bench(lambda: apply_rope_triton(k, cos, sin, False))
         moved = 2 * k.numel() * k.element_size()
-        rows.append({"shape": [layers, heads, tokens, dim], "dtype": str(dtype), "reference_ms": round(ref, 4),
-                     "triton_ms": round(ker, 4), "speedup": round(ref / ker, 2),
-                     "triton_GB_per_s": round(moved / (ker / 1000) / 1e9, 1)})
+        rows.append(
+            {
+                "shape": [layers, heads, tokens, dim],
+                "dtype": str(dtype),
+                "reference_ms": round(ref, 4),
+                "triton_ms": round(ker, 4),
+                "speedup": round(ref / ker, 2),
+                "triton_GB_per_s": round(moved / (ker / 1000) / 1e9, 1),
+            }
+        )
 print(json.dumps(rows, indent=2))

@@ -7,6 +7,7 @@ SmolLM2-135M's shapes (per layer: qkv 960x576, o 576x576, gate_up 3072x576, down
 random weights, one token. Every matrix is read once per pass, so after the first pass the
 weights come from wherever 120 matrices fit (L3 here); the best of `repeats` passes is printed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,17 @@ def main() -> None:
                 f(*m)
             best[name] = min(best[name], (time.perf_counter() - t0) * 1000)
     mb = {"fp32": sum(m[0].numel() * 4 for m in mats) / 1e6, "int8": sum(m[1].q.numel() for m in mats) / 1e6}
-    print(json.dumps({"linears": len(mats), "threads": torch.get_num_threads(), "weights_mb": mb,
-                      "best_ms": {k: round(v, 2) for k, v in best.items()}}, indent=1))
+    print(
+        json.dumps(
+            {
+                "linears": len(mats),
+                "threads": torch.get_num_threads(),
+                "weights_mb": mb,
+                "best_ms": {k: round(v, 2) for k, v in best.items()},
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

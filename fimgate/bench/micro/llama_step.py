@@ -7,6 +7,7 @@ and steps at each context length alternate between the two paths (kernel on, ker
 both see the same machine state; medians in ms, the model's forward called directly (greedy:
 the screened head, as a keystroke's first pick without a healing constraint takes it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,7 @@ def main() -> None:
         model = engine.model
         ids = _source_tokens(engine.tokenizer, max(contexts) + 1)
         kv = KVBuffer.empty(model.cfg, max(contexts) + 8)
-        model.forward(torch.tensor(ids[:max(contexts)]), torch.arange(max(contexts)), kv)
+        model.forward(torch.tensor(ids[: max(contexts)]), torch.arange(max(contexts)), kv)
         rows = {}
         for n in contexts:
             times = {"torch": [], "c": []}

@@ -10,6 +10,7 @@ is Q4_1), where the embedded engine dequantizes it to fp32.
 One context serves everyone: a request from another user than the last starts cold, so no
 user reads another's cache (llama-server's slots would mix users' prompts).
 """
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,7 @@ def _load(model_path: str, threads: int):
 
     lib.llama_model_default_params = params  # Llama() has no argument for it
     try:
-        return Llama(model_path=model_path, n_ctx=N_CTX, n_batch=512, n_threads=threads, n_threads_batch=threads,
-                     verbose=False)
+        return Llama(model_path=model_path, n_ctx=N_CTX, n_batch=512, n_threads=threads, n_threads_batch=threads, verbose=False)
     finally:
         lib.llama_model_default_params = defaults
 
@@ -69,8 +69,7 @@ class LlamaCppPeer:
         self._user, self._cached = None, []
         self._llm.reset()
 
-    def _eval(self, tokens: int | list[int], argmax_only: bool = False, only_ids: list[int] | None = None
-              ) -> torch.Tensor:
+    def _eval(self, tokens: int | list[int], argmax_only: bool = False, only_ids: list[int] | None = None) -> torch.Tensor:
         """Append tokens to the context (after self._cached); the last one's logits (all of them,
         whatever the hints say: llama.cpp computes the whole head)."""
         tokens = [tokens] if isinstance(tokens, int) else tokens
@@ -99,10 +98,19 @@ class LlamaCppPeer:
         logits = self._eval(prompt[keep:])
         usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=keep, prefilled_tokens=len(prompt) - keep)
         max_new = plan.sampling.max_tokens + len(plan.healing.text.encode("utf-8")) if plan.sampling.max_tokens else 0
-        out = yield from decode(plan, logits, self._eval, self.tokenizer.token_bytes, self._heal_index,
-                                self.tokenizer.eos_id, max_new, cancel)
+        out = yield from decode(
+            plan, logits, self._eval, self.tokenizer.token_bytes, self._heal_index, self.tokenizer.eos_id, max_new, cancel
+        )
         t_end = time.perf_counter()
-        yield Finished(out.text, UsageReport(
-            **usage, completion_tokens=out.num_out, ttft_ms=None if out.t_first is None else (out.t_first - t0) * 1000,
-            total_ms=(t_end - t0) * 1000, decode_tokens_per_s=decode_rate(out.t_first, t_end, out.num_out),
-            cancelled=out.finish == "cancelled", finish_reason=out.finish))
+        yield Finished(
+            out.text,
+            UsageReport(
+                **usage,
+                completion_tokens=out.num_out,
+                ttft_ms=None if out.t_first is None else (out.t_first - t0) * 1000,
+                total_ms=(t_end - t0) * 1000,
+                decode_tokens_per_s=decode_rate(out.t_first, t_end, out.num_out),
+                cancelled=out.finish == "cancelled",
+                finish_reason=out.finish,
+            ),
+        )

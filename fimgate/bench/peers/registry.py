@@ -9,6 +9,7 @@
 Peers run the strategies whose prompts need only exact prefix caching - no-cache, psm-prefix,
 efim (the EFIM layout) - with the same prompts fimgate's embedded engine gets.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,7 +50,6 @@ def open_peers(names: list[str], model_path: str, tokenizer, model_name: str) ->
                 from fimgate.backend.vllm.backend import VllmBackend, VllmConfig
                 from fimgate.bench.peers.vllm_servers import exported_model, vllm_servers
 
-                urls = stack.enter_context(vllm_servers(exported_model(), [VLLM_PEER_PORT],
-                                                        block_size=VLLM_PEER_BLOCK_SIZE))
+                urls = stack.enter_context(vllm_servers(exported_model(), [VLLM_PEER_PORT], block_size=VLLM_PEER_BLOCK_SIZE))
                 out[name] = VllmBackend(VllmConfig(urls=tuple(urls), block_size=VLLM_PEER_BLOCK_SIZE), tokenizer)
         yield out

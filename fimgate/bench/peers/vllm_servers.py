@@ -6,6 +6,7 @@ counts reported, and optionally fimgate's keystroke pin connector loaded.
 
 The vLLM environment is $FIMGATE_VLLM_PYTHON, else .venv-vllm/bin/python (`make vllm-setup`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,33 +45,72 @@ def vllm_python() -> str | None:
     return path if os.path.exists(path) else None
 
 
-def server_command(python: str, model_dir: str, port: int, *, block_size: int = 32, max_model_len: int = 4096,
-                   num_blocks: int | None = None, pins: bool = False, pin_cap_share: float = 0.5) -> list[str]:
-    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
-           "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
-           "--enable-prefix-caching", "--enable-prompt-tokens-details", "--block-size", str(block_size),
-           "--max-model-len", str(max_model_len), "--disable-uvicorn-access-log"]
+def server_command(
+    python: str,
+    model_dir: str,
+    port: int,
+    *,
+    block_size: int = 32,
+    max_model_len: int = 4096,
+    num_blocks: int | None = None,
+    pins: bool = False,
+    pin_cap_share: float = 0.5,
+) -> list[str]:
+    cmd = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_dir,
+        "--served-model-name",
+        SERVED_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enforce-eager",
+        "--enable-prefix-caching",
+        "--enable-prompt-tokens-details",
+        "--block-size",
+        str(block_size),
+        "--max-model-len",
+        str(max_model_len),
+        "--disable-uvicorn-access-log",
+    ]
     if num_blocks is not None:
         cmd += ["--num-gpu-blocks-override", str(num_blocks)]
     if pins:
-        cmd += ["--kv-transfer-config", json.dumps({
-            "kv_connector": "KeystrokePinConnector", "kv_connector_module_path": "fimgate.backend.vllm.pin_connector",
-            "kv_role": "kv_both", "kv_connector_extra_config": {"pin_cap_share": pin_cap_share}})]
+        cmd += [
+            "--kv-transfer-config",
+            json.dumps(
+                {
+                    "kv_connector": "KeystrokePinConnector",
+                    "kv_connector_module_path": "fimgate.backend.vllm.pin_connector",
+                    "kv_role": "kv_both",
+                    "kv_connector_extra_config": {"pin_cap_share": pin_cap_share},
+                }
+            ),
+        ]
     return cmd
 
 
 def _env(core: int | None) -> dict:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_NUM_OF_RESERVED_CPU="0",
-               PYTHONPATH=str(PACKAGE_DIR.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""), VLLM_NO_USAGE_STATS="1",
-               DO_NOT_TRACK="1")
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_CPU_NUM_OF_RESERVED_CPU="0",
+        PYTHONPATH=str(PACKAGE_DIR.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
     if core is not None:
         env["VLLM_CPU_OMP_THREADS_BIND"] = str(core)  # one core each when several share a small machine
     return env
 
 
 @contextlib.contextmanager
-def vllm_servers(model_dir: str, ports: list[int], python: str | None = None, log_dir: str | None = None,
-                 **options):
+def vllm_servers(model_dir: str, ports: list[int], python: str | None = None, log_dir: str | None = None, **options):
     """Start one server per port, wait until all answer, yield their URLs; stop them after."""
     python = python or vllm_python()
     if python is None:
@@ -82,8 +122,15 @@ def vllm_servers(model_dir: str, ports: list[int], python: str | None = None, lo
         for i, port in enumerate(ports):
             log = open(os.path.join(log_dir, f"vllm-{port}.log"), "wb")
             core = i % cores if len(ports) > 1 else None
-            procs.append(subprocess.Popen(server_command(python, model_dir, port, **options), stdout=log,
-                                          stderr=subprocess.STDOUT, env=_env(core), start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    server_command(python, model_dir, port, **options),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=_env(core),
+                    start_new_session=True,
+                )
+            )
         urls = [f"http://127.0.0.1:{p}" for p in ports]
         _wait_ready(urls, procs, log_dir)
         yield urls
@@ -119,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--servers", type=int, default=1)
     ap.add_argument("--port", type=int, default=8601, help="first port; the next servers take the next ones")
-    ap.add_argument("--model-dir", default=DEFAULT_MODEL_DIR,
-                    help="HF folder (exported from the bundled model when missing)")
+    ap.add_argument("--model-dir", default=DEFAULT_MODEL_DIR, help="HF folder (exported from the bundled model when missing)")
     ap.add_argument("--num-blocks", type=int, default=None, help="KV blocks per server (default: from memory)")
     ap.add_argument("--pins", action="store_true", help="load the keystroke pin connector")
     a = ap.parse_args(argv)
@@ -131,8 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    with contextlib.suppress(KeyboardInterrupt), vllm_servers(a.model_dir, ports, num_blocks=a.num_blocks,
-                                                              pins=a.pins) as urls:
+    with contextlib.suppress(KeyboardInterrupt), vllm_servers(a.model_dir, ports, num_blocks=a.num_blocks, pins=a.pins) as urls:
         print(",".join(urls), flush=True)
         while True:
             signal.pause()

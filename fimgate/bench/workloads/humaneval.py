@@ -1,4 +1,5 @@
 """HumanEval infilling problems (../shared/data/humaneval-infilling, MIT)."""
+
 from __future__ import annotations
 
 import gzip
@@ -38,8 +39,7 @@ def load(dataset: str, data_dir: str | None = None, limit: int | None = None) ->
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:
             d = json.loads(line)
-            out.append(Problem(d["task_id"], d["prompt"], d["suffix"], d["canonical_solution"], d["test"],
-                               d["entry_point"]))
+            out.append(Problem(d["task_id"], d["prompt"], d["suffix"], d["canonical_solution"], d["test"], d["entry_point"]))
     if limit is not None:
         # an even spread over the whole set, not just its first problems
         step = max(1, len(out) // limit)

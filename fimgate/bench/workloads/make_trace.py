@@ -9,6 +9,7 @@ Very large insertions are pasted. Each file ends in a checkpoint whose sha1 must
 committed file: the trace rebuilds the real history exactly or the command fails.
 Format: ../shared/traces/README.md.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -18,9 +19,34 @@ import math
 import random
 import subprocess
 
-TEXT_SUFFIXES = (".py", ".js", ".ts", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".java", ".rb", ".md", ".txt",
-                 ".toml", ".yaml", ".yml", ".json", ".sh", ".cfg", ".ini", ".rst", ".html", ".css", ".tsx", ".jsx",
-                 "Makefile")
+TEXT_SUFFIXES = (
+    ".py",
+    ".js",
+    ".ts",
+    ".go",
+    ".rs",
+    ".c",
+    ".h",
+    ".cc",
+    ".cpp",
+    ".java",
+    ".rb",
+    ".md",
+    ".txt",
+    ".toml",
+    ".yaml",
+    ".yml",
+    ".json",
+    ".sh",
+    ".cfg",
+    ".ini",
+    ".rst",
+    ".html",
+    ".css",
+    ".tsx",
+    ".jsx",
+    "Makefile",
+)
 MAX_FILE_BYTES = 200_000
 PASTE_OVER_CHARS = 400  # longer insertions are pasted, not typed
 
@@ -103,12 +129,11 @@ def edit_events(path: str, old: str, new: str, clock: _Clock) -> list[dict]:
             continue
         at = sum(len(x) for x in b[:j1])  # everything above is already the new text
         line, col = _line_col(cur, at)
-        events.append({"type": "move", "file": path, "offset": at, "line": line, "col": col,
-                       "t": clock.pause(600, 2500)})
+        events.append({"type": "move", "file": path, "offset": at, "line": line, "col": col, "t": clock.pause(600, 2500)})
         gone = "".join(a[i1:i2])
         if gone:
             events.append({"type": "delete", "file": path, "offset": at, "length": len(gone), "t": clock.key()})
-            cur = cur[:at] + cur[at + len(gone):]
+            cur = cur[:at] + cur[at + len(gone) :]
         came = "".join(b[j1:j2])
         if came:
             cur = _type(events, clock, path, cur, at, came)
@@ -136,8 +161,9 @@ def make_trace(repo: str, num_commits: int, seed: int = 0, max_files_per_commit:
             old, new = _show(repo, parents[0], path), _show(repo, rev, path)
             if old is None or new is None or old == new:
                 continue
-            events.append({"type": "open", "file": path, "commit": rev[:12], "text": old, "sha1": _sha(old),
-                           "t": clock.pause(1000, 3000)})
+            events.append(
+                {"type": "open", "file": path, "commit": rev[:12], "text": old, "sha1": _sha(old), "t": clock.pause(1000, 3000)}
+            )
             events.extend(edit_events(path, old, new, clock))
             events.append({"type": "checkpoint", "file": path, "sha1": _sha(new), "ok": True, "t": clock.pause(200, 800)})
     if not any(e["type"] == "checkpoint" for e in events):

@@ -9,6 +9,7 @@ times, so at any moment some type and others read. This is the traffic keystroke
 typist's anchor against other people's file opens, rather than eight people typing in lockstep
 (`--schedule consecutive`).
 """
+
 from __future__ import annotations
 
 import random
@@ -29,8 +30,14 @@ def sessions(requests: list[TraceRequest]) -> list[list[TraceRequest]]:
     return out
 
 
-def office_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.0,
-                  think_s: tuple[float, float] = (30.0, 90.0), reads: int = 1, seed: int = 0) -> list[list[TraceRequest]]:
+def office_slices(
+    requests: list[TraceRequest],
+    users: int,
+    time_scale: float = 1.0,
+    think_s: tuple[float, float] = (30.0, 90.0),
+    reads: int = 1,
+    seed: int = 0,
+) -> list[list[TraceRequest]]:
     rng = random.Random(seed)
     parts = sessions(requests)
     opened = [p[0] for p in parts]  # each session's file as it was when that session began
@@ -49,7 +56,17 @@ def office_slices(requests: list[TraceRequest], users: int, time_scale: float = 
         others = [o for o in opened if o.file != part[0].file]
         for n in range(reads if others else 0):
             f = rng.choice(others)
-            out[k].append(TraceRequest(index=-1, t_ms=end + pause * (n + 1) / (reads + 1), file=f.file, text=f.text,
-                                       cursor=0, next_event_ms=None, typed_next="", prewarm=True))
+            out[k].append(
+                TraceRequest(
+                    index=-1,
+                    t_ms=end + pause * (n + 1) / (reads + 1),
+                    file=f.file,
+                    text=f.text,
+                    cursor=0,
+                    next_event_ms=None,
+                    typed_next="",
+                    prewarm=True,
+                )
+            )
         clock[k] = end + pause
     return [sorted(p, key=lambda r: r.t_ms) for p in out if p]

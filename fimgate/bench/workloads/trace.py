@@ -5,6 +5,7 @@ Each request carries the document and cursor at that moment, the time of the nex
 completion arriving later is late), and what the person typed next (the ground truth: inserts
 up to the next cursor move, delete or file switch).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -45,8 +46,9 @@ def read_events(path: str) -> list[dict]:
     return events
 
 
-def debounced_requests(events: list[dict], debounce_ms: float = 150.0,
-                       limit: int | None = None, check: bool = True, prewarm: bool = False) -> Iterator[TraceRequest]:
+def debounced_requests(
+    events: list[dict], debounce_ms: float = 150.0, limit: int | None = None, check: bool = True, prewarm: bool = False
+) -> Iterator[TraceRequest]:
     """Typing requests (and, with prewarm, warm-ups at each open and cursor jump); `limit`
     counts typing requests."""
     docs: dict[str, str] = {}
@@ -60,7 +62,7 @@ def debounced_requests(events: list[dict], debounce_ms: float = 150.0,
             cursor[f] = ev["offset"]
         elif kind == "delete":
             o, n = ev["offset"], ev["length"]
-            docs[f] = docs[f][:o] + docs[f][o + n:]
+            docs[f] = docs[f][:o] + docs[f][o + n :]
             cursor[f] = o
         elif kind == "insert":
             o, text = ev["offset"], ev["text"]
@@ -72,14 +74,22 @@ def debounced_requests(events: list[dict], debounce_ms: float = 150.0,
                 raise TraceError(f"event {i}: {f} does not match its checkpoint ({got} != {ev['sha1']})")
         if prewarm and kind in ("open", "move"):
             nxt = events[i + 1]["t"] if i + 1 < len(events) else None
-            yield TraceRequest(index=-1, t_ms=ev["t"], file=f, text=docs[f], cursor=cursor[f], next_event_ms=nxt,
-                               typed_next="", prewarm=True)
+            yield TraceRequest(
+                index=-1, t_ms=ev["t"], file=f, text=docs[f], cursor=cursor[f], next_event_ms=nxt, typed_next="", prewarm=True
+            )
         if kind not in ("insert", "delete"):
             continue
         nxt = events[i + 1]["t"] if i + 1 < len(events) else None
         if nxt is None or nxt - ev["t"] >= debounce_ms:
-            yield TraceRequest(index=out, t_ms=ev["t"] + debounce_ms, file=f, text=docs[f], cursor=cursor[f],
-                               next_event_ms=nxt, typed_next=_typed_next(events, i + 1, f))
+            yield TraceRequest(
+                index=out,
+                t_ms=ev["t"] + debounce_ms,
+                file=f,
+                text=docs[f],
+                cursor=cursor[f],
+                next_event_ms=nxt,
+                typed_next=_typed_next(events, i + 1, f),
+            )
             out += 1
             if limit is not None and out >= limit:
                 return
