@@ -27,6 +27,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check fimgate tests
+	$(BIN)/ruff format --check fimgate tests
 
 # The wheel as users get it: built, installed non-editable in a clean venv, then `fimgate complete`
 # and one HTTP completion from it (.ci/wheel-check).
