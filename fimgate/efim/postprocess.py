@@ -2,30 +2,20 @@
 
 - Single- or multi-line, by context: at the end of a line that opens a block (`if x:`,
   `function f() {`), or at the start of an empty block (the line before ends with ":" or an
-  opening bracket, or, for Python, tree-sitter finds an empty block or an unclosed construct at
-  the cursor) a whole body is wanted; mid-line, only the rest of the line.
+  opening bracket, or tree-sitter finds an empty block or an unclosed construct at the cursor:
+  efim/syntax.py) a whole body is wanted; mid-line, only the rest of the line.
 - A multi-line completion stops where the enclosing block ends, by indentation (a block's body is
   deeper than the line that opened it).
 - Text that the document already has right after the cursor is dropped, not repeated.
 - Trailing whitespace is trimmed.
-Pure text in, text out; tree-sitter is used when its Python grammar is installed.
+Pure text in, text out.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from fimgate.efim.syntax import wants_body
 
 OPENERS = (":", "{", "(", "[")
-
-
-@lru_cache(maxsize=1)
-def _python_parser():
-    try:
-        import tree_sitter
-        import tree_sitter_python
-    except ImportError:
-        return None
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_python.language()))
 
 
 def _indent(line: str) -> int:
@@ -50,22 +40,7 @@ def wants_multiline(text: str, cursor: int, language: str = "python") -> bool:
     before = text[:line_start].rstrip()
     if before.endswith(OPENERS):
         return True
-    parser = _python_parser() if language == "python" else None
-    if parser is None:
-        return False
-    data = text.encode("utf-8")
-    cursor_byte = len(text[:cursor].encode("utf-8"))
-    tree = parser.parse(data)
-    row = text.count("\n", 0, cursor)
-    stack = [tree.root_node]
-    while stack:
-        node = stack.pop()
-        if node.type == "block" and node.named_child_count == 0 and abs(node.start_point[0] - row) <= 1:
-            return True
-        if node.type == "ERROR" and node.start_byte <= cursor_byte <= node.end_byte:
-            return True
-        stack.extend(node.children)
-    return False
+    return wants_body(text, cursor, language)  # an empty block or an unclosed construct (efim/syntax.py)
 
 
 def _body_indent(text: str, cursor: int) -> int:
