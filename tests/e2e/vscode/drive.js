@@ -61,10 +61,23 @@ async function main() {
       await page.keyboard.press("Escape");
       await page.keyboard.press("Backspace");
     }
-    // the real thing: type, see ghost text, press Tab, the text lands in the file
+    // the real thing: type, see ghost text, press Tab, the text lands in the file. Let the last
+    // trial's re-triggered suggestion settle first, and read the ghost text once VS Code has
+    // stopped redrawing it (typing through a shown suggestion redraws it in parts).
+    await page.waitForTimeout(1000);
+    await page.keyboard.press("Escape");
     await page.keyboard.type("o");
     await ghost.first().waitFor({ state: "visible", timeout: 30000 });
-    const shown = (await ghost.allTextContents()).join("");
+    let shown = "";
+    for (let k = 0, last = null; k < 40; k++) {
+      const now = (await ghost.allTextContents()).join("");
+      if (now && now === last) {
+        shown = now;
+        break;
+      }
+      last = now;
+      await page.waitForTimeout(150);
+    }
     await page.screenshot({ path: path.join(outDir, "before-tab.png") });
     await page.keyboard.press("Tab");
     await page.waitForTimeout(500);
