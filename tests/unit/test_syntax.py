@@ -1,5 +1,6 @@
 """Single- or multi-line from the syntax around the cursor, in the languages people use: in an
 empty block or an unclosed construct a body is wanted; mid-line, the rest of the line."""
+
 import pytest
 
 from fimgate.efim.postprocess import wants_multiline
