@@ -22,46 +22,17 @@ from __future__ import annotations
 import json
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 
 import httpx
 
+from fimgate.bench.served import start_serve
 from fimgate.bench.workloads.trace import TraceRequest
 
 CASES = ("none", "huge-context", "long-heal", "disconnect", "slow-body", "half-headers", "big-body")
 DEFAULT_RUNS = CASES + ("none",)
 COUNTING = "numbers = [" + ", ".join(str(i) for i in range(40)) + ", "
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(flags: list[str]) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fimgate", "serve", "--port", str(port), *flags],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-        if proc.poll() is not None:
-            break
-    proc.kill()
-    raise RuntimeError("fimgate serve did not start: " + (proc.stderr.read() if proc.stderr else ""))
 
 
 def _ttft_ms(client: httpx.Client, url: str, user: str, r: TraceRequest, max_tokens: int) -> float | None:
@@ -249,7 +220,7 @@ def run(
     gap_s: float = 0.15,
     progress=print,
 ) -> dict:
-    proc, url = start_server(flags)
+    proc, url = start_serve(*flags)
     try:
         rows = []
         for run_no, case in enumerate(cases):

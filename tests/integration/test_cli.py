@@ -26,7 +26,7 @@ def test_complete_shows_what_the_gateway_shows(tmp_path):
     """The issue's case: `complete` repeated the code after the cursor (`a + b\n\nprint(add(1, 2))`)."""
     import httpx
 
-    from tests.integration.test_hardening import _start
+    from fimgate.bench.served import start_serve
 
     text = "def add(a, b):\n    return \n\nprint(add(1, 2))\n"
     src = tmp_path / "add.py"
@@ -36,7 +36,7 @@ def test_complete_shows_what_the_gateway_shows(tmp_path):
     assert r.returncode == 0, r.stderr
     shown = json.loads(r.stdout)["completion"]
     assert shown.strip() and "print(add" not in shown and "\n" not in shown
-    proc, url = _start()
+    proc, url = start_serve()
     try:
         body = {"prompt": text[:offset], "suffix": text[offset:], "max_tokens": 16, "document": "add.py"}
         assert httpx.post(url + "/v1/completions", json=body, timeout=60).json()["choices"][0]["text"] == shown

@@ -1,42 +1,17 @@
 """The gateway over real HTTP on loopback, with the real bundled model."""
 
 import json
-import socket
-import subprocess
-import sys
 import threading
-import time
 
 import httpx
 import pytest
 
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from fimgate.bench.served import start_serve
 
 
 @pytest.fixture(scope="module")
 def url():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fimgate", "serve", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("gateway did not start: " + proc.stdout.read())
+    proc, base = start_serve()
     yield base
     proc.terminate()
     proc.wait(timeout=10)

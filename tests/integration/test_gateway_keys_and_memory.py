@@ -2,31 +2,17 @@
 
 import os
 import subprocess
-import sys
-import time
 
 import httpx
 import pytest
 
-from tests.integration.test_gateway import _free_port
+from fimgate.bench.served import start_serve
 
 KEYS = "k-alice alice\nk-bob bob\n"
 
 
 def _start_gateway(*args: str) -> tuple[str, subprocess.Popen]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fimgate", "serve", "--port", str(port), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
+    proc, base = start_serve(*args)
     return base, proc
 
 

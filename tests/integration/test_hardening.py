@@ -13,34 +13,14 @@ import time
 import httpx
 import pytest
 
-from tests.integration.test_gateway import _free_port
+from fimgate.bench.served import start_serve
 
 COUNTING = "numbers = [" + ", ".join(str(i) for i in range(40)) + ", "  # the model keeps counting
 
 
-def _start(*flags):
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fimgate", "serve", "--port", str(port), *flags],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    pytest.fail("gateway did not start: " + proc.stdout.read())
-
-
 @pytest.fixture(scope="module")
 def url():
-    proc, base = _start("--read-timeout-s", "2")
+    proc, base = start_serve("--read-timeout-s", "2")
     yield base
     proc.terminate()
     proc.wait(timeout=10)
@@ -190,7 +170,7 @@ def test_a_busy_port_is_an_error_exit(url):
 
 
 def test_sigterm_stops_a_busy_server_within_seconds():
-    proc, base = _start()
+    proc, base = start_serve()
     body = {"prompt": COUNTING, "max_tokens": 2048, "raw": True, "user": "long"}
     threading.Thread(target=lambda: httpx.post(base + "/v1/completions", json=body, timeout=120), daemon=True).start()
     time.sleep(2)  # it is generating

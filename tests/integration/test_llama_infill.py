@@ -4,7 +4,7 @@
 import httpx
 import pytest
 
-from tests.integration.test_hardening import _start
+from fimgate.bench.served import start_serve
 
 PREFIX_LINES = "import os\n\n\ndef area(w, h):\n"
 LINE = "    return "
@@ -49,7 +49,7 @@ def llama_vscode_body(input_prefix, prompt, input_suffix, chunks=(), n_predict=1
 
 @pytest.fixture(scope="module")
 def url():
-    proc, base = _start()
+    proc, base = start_serve()
     yield base
     proc.terminate()
     proc.wait(timeout=10)

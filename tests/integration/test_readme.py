@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from fimgate.bench.served import start_serve
 from tests.conftest import ROOT
-from tests.integration.test_hardening import _start
 
 
 def _use_it_block() -> list[str]:
@@ -23,7 +23,7 @@ def _use_it_block() -> list[str]:
 
 @pytest.fixture(scope="module")
 def url():
-    proc, base = _start()
+    proc, base = start_serve()
     yield base
     proc.terminate()
     proc.wait(timeout=10)
