@@ -34,7 +34,8 @@ lint: $(STAMP)
 wheel-check: $(STAMP)
 	bash .ci/wheel-check
 
-# Real VS Code for tests/e2e/test_vscode.py: chromium, Node 24, code-server, the packaged extension.
+# Real VS Code for tests/e2e/test_vscode.py and test_llama_vscode.py: chromium, Node 24, code-server,
+# the packaged extension, llama.vscode built from ../shared/clients.
 e2e-setup:
 	bash tests/e2e/vscode/setup.sh
 

@@ -1,13 +1,26 @@
 // Drive real VS Code (code-server) in Chromium with playwright-core: open a Python file, wait
 // for the fimgate extension to show it is active, type, see ghost text, accept it with Tab,
 // save, and measure keystroke -> ghost text. Prints one JSON line of results.
-// usage: node drive.js URL FILE_NAME OUT_DIR TRIALS
+// usage: node drive.js URL FILE_NAME OUT_DIR TRIALS [OPTIONS_JSON]
+// OPTIONS_JSON: {"status": text of the extension's status bar item (default "fimgate"),
+//                "openFirst": a file to open before FILE_NAME (an extension that activates on its language)}
 const { chromium } = require("playwright-core");
 const fs = require("fs");
 const path = require("path");
 
 const [url, fileName, outDir, trialsArg] = process.argv.slice(2);
 const trials = parseInt(trialsArg || "30", 10);
+const options = JSON.parse(process.argv[6] || "{}");
+
+async function quickOpen(page, name) {
+  await page.keyboard.press("Control+P");
+  await page.waitForSelector(".quick-input-widget input", { timeout: 30000 });
+  await page.keyboard.type(name, { delay: 20 });
+  await page.waitForTimeout(800);
+  await page.keyboard.press("Enter");
+  await page.waitForSelector(".monaco-editor .view-lines", { timeout: 60000 });
+  await page.waitForTimeout(1500);
+}
 
 async function main() {
   fs.mkdirSync(outDir, { recursive: true });
@@ -22,17 +35,11 @@ async function main() {
   try {
     await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120000 });
     await page.waitForSelector(".monaco-workbench", { timeout: 120000 });
+    if (options.openFirst) await quickOpen(page, options.openFirst);
     // the extension's status bar item says it is active: before that, keystrokes can be lost
-    const status = page.locator(".statusbar-item", { hasText: "fimgate" });
+    const status = page.locator(".statusbar-item", { hasText: options.status || "fimgate" });
     await status.first().waitFor({ timeout: 120000 });
-    // open the file through Quick Open
-    await page.keyboard.press("Control+P");
-    await page.waitForSelector(".quick-input-widget input", { timeout: 30000 });
-    await page.keyboard.type(fileName, { delay: 20 });
-    await page.waitForTimeout(800);
-    await page.keyboard.press("Enter");
-    await page.waitForSelector(".monaco-editor .view-lines", { timeout: 60000 });
-    await page.waitForTimeout(1500);
+    await quickOpen(page, fileName);
     const editor = page.locator(".monaco-editor .view-lines").first();
     await editor.click();
     // go to the marked line: the end of "    return fib" (line 4)
