@@ -12,6 +12,37 @@ const [url, fileName, outDir, trialsArg] = process.argv.slice(2);
 const trials = parseInt(trialsArg || "30", 10);
 const options = JSON.parse(process.argv[6] || "{}");
 
+const GHOST = ".ghost-text-decoration, .ghost-text-decoration-preview, .ghost-text";
+
+// Watch, in the page, for the first DOM change that leaves ghost text with content on screen, and
+// keep Date.now() of it: the time VS Code drew it, not when a poll noticed it (playwright's waitFor
+// polls at up to 500 ms intervals, which added up to ~0.5 s to every reading). Installed once no
+// ghost text is left on screen, before the key goes down; ghostShownAt gives the time or null.
+async function watchGhost(page, timeoutMs) {
+  await page.waitForFunction((sel) => ![...document.querySelectorAll(sel)].some((e) => e.offsetParent !== null && e.textContent), GHOST);
+  await page.evaluate(
+    ([sel, timeoutMs]) => {
+      window.__ghostShownAt = new Promise((resolve) => {
+        const shown = () => [...document.querySelectorAll(sel)].some((e) => e.offsetParent !== null && e.textContent);
+        const obs = new MutationObserver(() => {
+          if (shown()) {
+            obs.disconnect();
+            resolve(Date.now());
+          }
+        });
+        obs.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+        setTimeout(() => {
+          obs.disconnect();
+          resolve(null);
+        }, timeoutMs);
+      });
+    },
+    [GHOST, timeoutMs],
+  );
+}
+
+const ghostShownAt = (page) => page.evaluate(() => window.__ghostShownAt);
+
 async function quickOpen(page, name) {
   await page.keyboard.press("Control+P");
   await page.waitForSelector(".quick-input-widget input", { timeout: 30000 });
@@ -47,23 +78,22 @@ async function main() {
     await page.keyboard.type("4", { delay: 20 });
     await page.keyboard.press("Enter");
     await page.keyboard.press("End");
-    const ghost = page.locator(".ghost-text-decoration, .ghost-text-decoration-preview, .ghost-text");
+    const ghost = page.locator(GHOST);
     const latencies = [];
+    const keyAt = []; // epoch ms of each key, to line up with a server's log
     let firstGhost = null;
     for (let i = 0; i < trials; i++) {
       await page.keyboard.press("Escape");
       const ch = "onacci"[i % 6];
+      await watchGhost(page, 15000);
       const t0 = Date.now();
+      keyAt.push(t0);
       await page.keyboard.type(ch);
-      try {
-        await ghost.first().waitFor({ state: "visible", timeout: 15000 });
-        latencies.push(Date.now() - t0);
-        if (firstGhost === null) {
-          firstGhost = (await ghost.first().textContent()) || "";
-          await page.screenshot({ path: path.join(outDir, "ghost-text.png") });
-        }
-      } catch (e) {
-        latencies.push(null);
+      const at = await ghostShownAt(page);
+      latencies.push(at === null ? null : at - t0);
+      if (at !== null && firstGhost === null) {
+        firstGhost = (await ghost.first().textContent()) || "";
+        await page.screenshot({ path: path.join(outDir, "ghost-text.png") });
       }
       await page.keyboard.press("Escape");
       await page.keyboard.press("Backspace");
@@ -93,7 +123,7 @@ async function main() {
     await page.screenshot({ path: path.join(outDir, "after-tab.png") });
     const ok = latencies.filter((x) => x !== null).sort((a, b) => a - b);
     const pick = (q) => (ok.length ? ok[Math.min(ok.length - 1, Math.floor(q * ok.length))] : null);
-    Object.assign(result, { ok: true, shown, firstGhost, trials, withGhost: ok.length, p50_ms: pick(0.5), p90_ms: pick(0.9), latencies });
+    Object.assign(result, { ok: true, shown, firstGhost, trials, withGhost: ok.length, p50_ms: pick(0.5), p90_ms: pick(0.9), latencies, keyAt });
   } catch (e) {
     result.error = String(e && e.stack || e);
     await page.screenshot({ path: path.join(outDir, "failure.png") }).catch(() => {});
