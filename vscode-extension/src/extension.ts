@@ -1,8 +1,9 @@
 // fimgate for VS Code: inline completions from a fimgate gateway, with debounce, cancellation,
-// a status bar item, and a suggestion cache that survives typing through a suggestion.
+// a status bar item, and a cache of recent suggestions that answers typing through one, and
+// coming back to where one was made, without a request.
 import * as vscode from "vscode";
 import { complete } from "./client";
-import { Settings, Status, SuggestionCache, debounce, statusText } from "./logic";
+import { Settings, Status, SuggestionCache, debounce, lineRest, statusText } from "./logic";
 
 let status: vscode.StatusBarItem;
 
@@ -11,8 +12,9 @@ function settings(): Settings & { enabled: boolean } {
   return {
     gatewayUrl: c.get("gatewayUrl", "http://127.0.0.1:8418"),
     apiKey: c.get("apiKey", ""),
-    debounceMs: c.get("debounceMs", 120),
+    debounceMs: c.get("debounceMs", 0),
     maxTokens: c.get("maxTokens", 48),
+    cacheEntries: c.get("cacheEntries", 32),
     enabled: c.get("enabled", true),
   };
 }
@@ -29,7 +31,7 @@ export function activate(context: vscode.ExtensionContext): void {
   status.name = "fimgate";
   show(settings().enabled ? { kind: "active" } : { kind: "off" });
   status.show();
-  const cache = new SuggestionCache();
+  let cache = new SuggestionCache(settings().cacheEntries);
 
   const provider: vscode.InlineCompletionItemProvider = {
     async provideInlineCompletionItems(document, position, _context, token) {
@@ -40,7 +42,8 @@ export function activate(context: vscode.ExtensionContext): void {
       const text = document.getText();
       const offset = document.offsetAt(position);
       const uri = document.uri.toString();
-      const cached = cache.lookup(uri, text.slice(0, offset));
+      const rest = lineRest(text, offset);
+      const cached = cache.lookup(uri, text.slice(0, offset), rest);
       if (cached) {
         return [new vscode.InlineCompletionItem(cached, new vscode.Range(position, position))];
       }
@@ -56,7 +59,7 @@ export function activate(context: vscode.ExtensionContext): void {
         if (token.isCancellationRequested) {
           return [];
         }
-        cache.remember(uri, text.slice(0, offset), item);
+        cache.remember(uri, text.slice(0, offset), rest, item);
         return item ? [new vscode.InlineCompletionItem(item, new vscode.Range(position, position))] : [];
       } catch (e) {
         show({ kind: "error", message: (e as Error).message });
@@ -74,7 +77,7 @@ export function activate(context: vscode.ExtensionContext): void {
       const c = vscode.workspace.getConfiguration("fimgate");
       const on = !c.get("enabled", true);
       await c.update("enabled", on, vscode.ConfigurationTarget.Global);
-      cache.clear();
+      cache = new SuggestionCache(settings().cacheEntries);
       show(on ? { kind: "active" } : { kind: "off" });
     }),
   );

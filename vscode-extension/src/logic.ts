@@ -1,39 +1,53 @@
 // Pure logic of the extension (no vscode import), unit-tested with mocha.
 
-/** What the extension remembers of the suggestion it last showed. */
+/** A suggestion the extension was given, and where. */
 export interface Shown {
   uri: string;
   prefix: string; // document text before the cursor when the suggestion was made
+  lineRest: string; // the rest of the cursor's line after it: a suggestion is only reused before the same text
   completion: string;
 }
 
 /**
- * Keeps a shown suggestion alive while the person types through it: if they typed exactly
- * the suggestion's first characters, the rest is still right, and no request is needed.
+ * The last `capacity` suggestions, most recent first. A lookup answers without a request when the
+ * person typed exactly the first characters of one (the rest is still right: the gateway would
+ * have continued the same way), or came back to a place one was made (Backspace, retyping).
  */
 export class SuggestionCache {
-  private shown: Shown | undefined;
+  private entries: Shown[] = [];
 
-  remember(uri: string, prefix: string, completion: string): void {
-    this.shown = completion ? { uri, prefix, completion } : undefined;
+  constructor(private readonly capacity = 32) {}
+
+  remember(uri: string, prefix: string, lineRest: string, completion: string): void {
+    this.entries = this.entries.filter((e) => !(e.uri === uri && e.prefix === prefix && e.lineRest === lineRest));
+    if (completion) {
+      this.entries.unshift({ uri, prefix, lineRest, completion });
+      this.entries.length = Math.min(this.entries.length, this.capacity);
+    }
   }
 
-  /** The rest of the remembered suggestion, or undefined when typing left it. */
-  lookup(uri: string, prefix: string): string | undefined {
-    const s = this.shown;
-    if (!s || s.uri !== uri || !prefix.startsWith(s.prefix)) {
-      return undefined;
+  /** The rest of a remembered suggestion that the text before the cursor leads into, or undefined. */
+  lookup(uri: string, prefix: string, lineRest: string): string | undefined {
+    for (const e of this.entries) {
+      if (e.uri !== uri || e.lineRest !== lineRest || prefix.length - e.prefix.length >= e.completion.length) {
+        continue;
+      }
+      if (prefix.startsWith(e.prefix) && e.completion.startsWith(prefix.slice(e.prefix.length))) {
+        return e.completion.slice(prefix.length - e.prefix.length);
+      }
     }
-    const typed = prefix.slice(s.prefix.length);
-    if (!s.completion.startsWith(typed) || typed.length >= s.completion.length) {
-      return undefined;
-    }
-    return s.completion.slice(typed.length);
+    return undefined;
   }
 
   clear(): void {
-    this.shown = undefined;
+    this.entries = [];
   }
+}
+
+/** The rest of the cursor's line: the text from `offset` to the next newline. */
+export function lineRest(text: string, offset: number): string {
+  const end = text.indexOf("\n", offset);
+  return text.slice(offset, end < 0 ? text.length : end);
 }
 
 export interface Settings {
@@ -41,6 +55,7 @@ export interface Settings {
   apiKey: string;
   debounceMs: number;
   maxTokens: number;
+  cacheEntries: number;
 }
 
 /** The /v1/completions body for a cursor in a document. */

@@ -1,20 +1,42 @@
 import * as assert from "assert";
-import { SuggestionCache, debounce, requestBody, statusText } from "../src/logic";
+import { SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
     const c = new SuggestionCache();
-    c.remember("file:///a.py", "x = ", "compute(1, 2)");
-    assert.strictEqual(c.lookup("file:///a.py", "x = comp"), "ute(1, 2)");
-    assert.strictEqual(c.lookup("file:///a.py", "x = compX"), undefined); // typed off the suggestion
-    assert.strictEqual(c.lookup("file:///b.py", "x = comp"), undefined); // another document
-    assert.strictEqual(c.lookup("file:///a.py", "x = compute(1, 2)"), undefined); // typed all of it
+    c.remember("file:///a.py", "x = ", "", "compute(1, 2)");
+    assert.strictEqual(c.lookup("file:///a.py", "x = comp", ""), "ute(1, 2)");
+    assert.strictEqual(c.lookup("file:///a.py", "x = compX", ""), undefined); // typed off the suggestion
+    assert.strictEqual(c.lookup("file:///b.py", "x = comp", ""), undefined); // another document
+    assert.strictEqual(c.lookup("file:///a.py", "x = compute(1, 2)", ""), undefined); // typed all of it
+    assert.strictEqual(c.lookup("file:///a.py", "x = comp", ")"), undefined); // other text after the cursor
+  });
+
+  it("answers coming back to an earlier place, most recent suggestion first, within its capacity", () => {
+    const c = new SuggestionCache(2);
+    c.remember("u", "return fibo", "", "nacci(n - 1)");
+    c.remember("u", "return fibn", "", "(n)");
+    assert.strictEqual(c.lookup("u", "return fibo", ""), "nacci(n - 1)"); // Backspace, then the same key
+    assert.strictEqual(c.lookup("u", "return fibn", ""), "(n)");
+    c.remember("u", "return fibo", "", "nacci(n)"); // a newer suggestion for the same place replaces it
+    assert.strictEqual(c.lookup("u", "return fibona", ""), "cci(n)");
+    c.remember("u", "return fiba", "", "d()"); // capacity 2: the oldest entry goes
+    assert.strictEqual(c.lookup("u", "return fibn", ""), undefined);
+    c.remember("u", "return fiba", "", ""); // an empty answer forgets the place
+    assert.strictEqual(c.lookup("u", "return fiba", ""), undefined);
+  });
+});
+
+describe("lineRest", () => {
+  it("is the text after the cursor up to the end of its line", () => {
+    assert.strictEqual(lineRest("f(x)\ny", 2), "x)");
+    assert.strictEqual(lineRest("abc", 3), "");
   });
 });
 
 describe("requestBody", () => {
   it("splits the document at the cursor and names the document", () => {
-    const body = requestBody("file:///a.py", "abcdef", 2, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7 });
+    const body = requestBody("file:///a.py", "abcdef", 2, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1 });
     assert.deepStrictEqual(body, { prompt: "ab", suffix: "cdef", max_tokens: 7, document: "file:///a.py", stream: false });
   });
 });
