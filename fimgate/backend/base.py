@@ -179,13 +179,23 @@ def last_finished(events) -> Finished | None:
 @dataclass
 class CancelToken:
     """Set from any thread; the engine checks it before every token. With a deadline
-    (time.monotonic() seconds) it also counts as cancelled from then on."""
+    (time.monotonic() seconds) it also counts as cancelled from then on. `enough()` says the
+    text so far is all that will be shown (the suggestion's block ended): decoding stops there
+    and finishes normally ("stop"), not as cancelled."""
 
     deadline: float | None = None
     _event: threading.Event = field(default_factory=threading.Event)
+    _enough: threading.Event = field(default_factory=threading.Event)
 
     def cancel(self) -> None:
         self._event.set()
+
+    def enough(self) -> None:
+        self._enough.set()
+
+    @property
+    def has_enough(self) -> bool:
+        return self._enough.is_set()
 
     @property
     def cancelled(self) -> bool:

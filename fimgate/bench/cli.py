@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fimgate.bench.commands import (
     cmd_bench_abuse,
+    cmd_bench_editor,
     cmd_bench_engine,
     cmd_bench_make_trace,
     cmd_bench_prefill,
@@ -140,6 +141,17 @@ def add_parsers(b) -> None:
     s.add_argument("--max-tokens", type=int, default=48)
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_shape)
+
+    s = b.add_parser("editor", help="keystrokes of a trace typed into real VS Code: key -> ghost text, per client")
+    s.add_argument("trace", nargs="?", default=None, help="keystroke trace (default: ../shared/traces/flask-60.jsonl)")
+    s.add_argument("--keys", type=int, default=250, help="single-character keystrokes to type (from the trace's start)")
+    s.add_argument(
+        "--clients", default="fimgate-before,fimgate,llama.vscode", help="extensions, one after another (fimgate/bench/editor.py)"
+    )
+    s.add_argument("--serve-flags", default="", help="flags for the fimgate serve under test")
+    s.add_argument("--json", default=None)
+    s.add_argument("--plot", default=None, metavar="OUT.png")
+    s.set_defaults(func=cmd_bench_editor)
 
     s = b.add_parser("abuse", help="people's time to first token beside one abusive client, per abuse case")
     s.add_argument("trace", nargs="?", default=None, help="keystroke trace (default: the committed flask-60 head)")

@@ -113,6 +113,39 @@ def cmd_bench_abuse(a) -> int:
     return 0
 
 
+def cmd_bench_editor(a) -> int:
+    import shlex
+    import tempfile
+
+    from fimgate.bench.checkout import SHARED
+    from fimgate.bench.editor import bench_editor
+    from fimgate.bench.plot import plot_editor
+
+    if a.keys < 1:
+        raise UserError("--keys must be >= 1")
+    path = a.trace or str(SHARED / "traces" / "flask-60.jsonl")
+    names = [n.strip() for n in a.clients.split(",") if n.strip()]
+    with tempfile.TemporaryDirectory(prefix="bench-editor-") as work:
+        try:
+            result = bench_editor(path, a.keys, names, shlex.split(a.serve_flags), work)
+        except (RuntimeError, ValueError, OSError) as e:
+            raise UserError(str(e)) from None
+    for name, r in result["clients"].items():
+        print(
+            f"{name:15s} key -> ghost text p50 {r['p50_ms']} ms, p90 {r['p90_ms']} ms (all keys; none = last) | "
+            f"shown {r['shown_share']:.1%} useful {r['useful_share']:.1%} ({r['useful_chars']} chars; first line "
+            f"{r['useful_line_share']:.1%}) | "
+            f"shown only: p50 {r['shown_p50_ms']} p90 {r['shown_p90_ms']} | faithful {r['faithful']}",
+            file=sys.stderr,
+        )
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    if a.plot:
+        plot_editor(result["clients"], a.plot, f"{result['keys']} keys of {os.path.basename(path)} in real VS Code")
+    return 0
+
+
 def cmd_bench_shape(a) -> int:
     from fimgate.bench.shape import run
     from fimgate.efim.languages import EXTENSIONS

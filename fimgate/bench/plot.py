@@ -31,3 +31,28 @@ def plot_replay(per_strategy: dict[str, list], path: str, title: str = "") -> No
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_editor(per_client: dict[str, dict], path: str, title: str = "") -> None:
+    """Keystroke -> ghost text: share of keys with a suggestion on screen within x ms, per client
+    (keys with none before the next key never reach the curve's top)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, r in per_client.items():
+        times = sorted(k["shown_ms"] for k in r["per_key"] if k["shown_ms"] is not None)
+        n = len(r["per_key"])
+        ax.step([0, *times], [0, *[(i + 1) / n for i in range(len(times))]], where="post", label=f"{name} (p50 {r['p50_ms']} ms)")
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlabel("time from the key to ghost text on screen (ms)")
+    ax.set_ylabel("share of keys")
+    ax.axvline(150, color="grey", linestyle=":", linewidth=1)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -110,6 +110,15 @@ class StreamTidy:
         self.raw += piece
         return self._send(self._certain())
 
+    @property
+    def done(self) -> bool:
+        """Nothing more the model writes can be shown: a single line has its newline, a
+        multi-line suggestion's block has ended."""
+        if not self.multiline:
+            return "\n" in self.raw
+        kept = cut_at_block_end(self.raw, self.doc, self.cursor, self.min_indent)
+        return len(kept) < len(self.raw.rstrip(" \t")) and "\n" in self.raw[len(kept) :]
+
     def finish(self, raw: str) -> str:
         """The rest of tidy(raw); `raw` is the whole completion as the backend reports it."""
         final = tidy(raw, self.doc, self.cursor, multiline=self.multiline, min_indent=self.min_indent)

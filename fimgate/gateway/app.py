@@ -135,7 +135,12 @@ def create_app(
         stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
         try:
             sampling = SamplingParams(
-                max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p, stop=stop, seed=body.seed
+                max_tokens=body.max_tokens,
+                temperature=body.temperature,
+                top_p=body.top_p,
+                stop=stop,
+                seed=body.seed,
+                max_predict_ms=body.max_predict_ms,
             )
             state = EditorState(
                 user_id=user_of(request, body.user),

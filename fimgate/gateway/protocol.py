@@ -32,6 +32,9 @@ class CompletionRequest(BaseModel):
     document: str | None = Field(None, max_length=1024)  # sessions are per (user, document)
     multiline: StrictBool | None = None  # None: decided by the code around the cursor
     raw: StrictBool = False  # True: no post-processing (no line cut, no suffix de-duplication)
+    # a time budget (llama.cpp's t_max_predict_ms): once this long after the first token, the
+    # suggestion ends at the next complete line - a multi-line one shows its first lines sooner
+    max_predict_ms: StrictInt | None = Field(None, ge=1, le=600_000)
 
     @field_validator("stop")
     @classmethod

@@ -7,7 +7,9 @@ the text an editor shows, for every front end (HTTP, LSP, `fimgate complete`, be
       plan:  the EFIM planner (cancelling the session's request in flight)
       run:   the backend, on the main-thread runner where there is one
       show:  StreamTidy: each streamed piece is text no continuation can take back, and the
-             Finished text is tidy(whole) - streamed and plain answers are the same text
+             Finished text is tidy(whole) - streamed and plain answers are the same text;
+             once nothing more can be shown (a multi-line suggestion's block ended), decoding
+             stops there (CancelToken.enough) instead of running on to max_tokens
 
 Per (user, document) session, a new request supersedes the one in flight: the old one's
 cancel token is set, so its generation stops before its next token and its stream ends
@@ -55,11 +57,13 @@ class CompletionService:
         planner: EfimPlanner,
         runner: MainThreadRunner | None = None,
         request_timeout_s: float | None = None,
+        stop_when_shown: bool = True,
     ) -> None:
         self.backend = backend
         self.planner = planner
         self.runner = runner
         self.request_timeout_s = request_timeout_s  # a request still running then is cancelled
+        self.stop_when_shown = stop_when_shown  # stop decoding once nothing more can be shown (False: A/B only)
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], _InFlight] = {}
 
@@ -94,7 +98,8 @@ class CompletionService:
             job = self._inflight[session] = _InFlight(CancelToken(deadline), place, warmup)
         events = self._run(session, plan, job)
         if not shape.raw:
-            events = _shown(events, StreamTidy(state.text, state.cursor, multiline, shape.min_indent or 0))
+            tidy = StreamTidy(state.text, state.cursor, multiline, shape.min_indent or 0)
+            events = _shown(events, tidy, job.cancel if self.stop_when_shown else None)
         return events, job.cancel
 
     def cancel_all(self) -> None:
@@ -126,10 +131,13 @@ class CompletionService:
         return last_finished(events)
 
 
-def _shown(events: Iterator[StreamEvent], tidy: StreamTidy) -> Iterator[StreamEvent]:
+def _shown(events: Iterator[StreamEvent], tidy: StreamTidy, cancel: CancelToken | None) -> Iterator[StreamEvent]:
+    """The text as shown; with `cancel`, decoding stops once nothing more can be shown."""
     for ev in events:
         if isinstance(ev, TextDelta):
             piece = tidy.feed(ev.text)
+            if cancel is not None and tidy.done:
+                cancel.enough()
             if piece:
                 yield TextDelta(piece)
         elif isinstance(ev, Finished):

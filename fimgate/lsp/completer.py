@@ -37,6 +37,7 @@ class HttpCompleter:
             "user": user,
             "document": uri,
             "multiline": multiline,
+            "max_predict_ms": sampling.max_predict_ms,
         }
         r = await self._client.post(self.url + "/v1/completions", json=body)
         r.raise_for_status()

@@ -94,7 +94,7 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         doc = ls.workspace.get_text_document(uri)
         text = doc.source
         cursor = position_to_offset(text, params.position.line, params.position.character)
-        sampling = SamplingParams(max_tokens=s.max_tokens)
+        sampling = SamplingParams(max_tokens=s.max_tokens, max_predict_ms=s.max_predict_ms or None)
         try:
             completer = await ls.completer()
             # the service shapes the text (single/multi-line, clean-up): the server only carries it

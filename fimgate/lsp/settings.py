@@ -14,6 +14,7 @@ class LspSettings:
     max_tokens: int = 48
     multiline: bool = False
     timeout_ms: int = 5000  # past this the editor gets no suggestion rather than a wait
+    max_predict_ms: int = 200  # once this long after the first token, end at the next complete line (0: no budget)
     user: str = "local"
 
     def update(self, raw: dict | None) -> "LspSettings":
@@ -31,6 +32,7 @@ class LspSettings:
             "maxTokens": "max_tokens",
             "multiline": "multiline",
             "timeoutMs": "timeout_ms",
+            "maxPredictMs": "max_predict_ms",
             "user": "user",
         }
         for key, attr in keys.items():

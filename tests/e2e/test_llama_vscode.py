@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from fimgate.bench.served import start_serve
-from tests.e2e.code_server import HERE, TOOLCHAIN, code_server, drive
+from fimgate.bench.vscode_rig import LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server, drive
 
-VSIX = os.path.join(HERE, "build", "llama-vscode.vsix")
+VSIX = LLAMA_VSCODE_VSIX
 SOURCE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fib\n\n\nprint(fibonacci(10))\n"
 NOTES = "fibonacci numbers: each is the sum of the two before it\n"
 

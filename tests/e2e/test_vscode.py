@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from fimgate.bench.served import start_serve
-from tests.e2e.code_server import ROOT, TOOLCHAIN, code_server, drive
+from fimgate.bench.vscode_rig import FIMGATE_VSIX, TOOLCHAIN, code_server, drive
 
-VSIX = os.path.join(ROOT, "vscode-extension", "fimgate.vsix")
+VSIX = FIMGATE_VSIX
 SOURCE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fib\n\n\nprint(fibonacci(10))\n"
 
 ready = all(os.path.exists(p) for p in (*TOOLCHAIN, VSIX))

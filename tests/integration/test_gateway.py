@@ -152,3 +152,17 @@ def test_models_and_metrics(url):
     assert httpx.get(url + "/v1/models").json()["data"][0]["id"].endswith(".gguf")
     text = httpx.get(url + "/metrics").text
     assert "fimgate_requests_total" in text and "fimgate_ttft_seconds_bucket" in text
+
+
+def test_time_budget_ends_a_multiline_suggestion_at_a_complete_line(url):
+    # the end of a block opener asks for the body: several lines unbudgeted
+    body = {"prompt": "class Point:\n    def __init__(self, x, y):\n", "suffix": "\n\np = Point(1, 2)\n", "max_tokens": 64}
+    body |= {"multiline": True, "document": "point.py"}
+    whole = httpx.post(url + "/v1/completions", json={**body, "user": "all"}, timeout=120).json()
+    cut = httpx.post(url + "/v1/completions", json={**body, "user": "budget", "max_predict_ms": 1}, timeout=120).json()
+    text, short = whole["choices"][0]["text"], cut["choices"][0]["text"]
+    assert text.count("\n") >= 1, text
+    assert short and text.startswith(short) and len(short) < len(text), (short, text)
+    assert cut["usage"]["completion_tokens"] < whole["usage"]["completion_tokens"]
+    bad = httpx.post(url + "/v1/completions", json={**body, "max_predict_ms": "200"}, timeout=30)
+    assert bad.status_code == 400

@@ -15,6 +15,7 @@ function settings(): Settings & { enabled: boolean } {
     debounceMs: c.get("debounceMs", 0),
     maxTokens: c.get("maxTokens", 48),
     cacheEntries: c.get("cacheEntries", 32),
+    maxPredictMs: c.get("maxPredictMs", 200),
     enabled: c.get("enabled", true),
   };
 }

@@ -56,6 +56,7 @@ export interface Settings {
   debounceMs: number;
   maxTokens: number;
   cacheEntries: number;
+  maxPredictMs: number;
 }
 
 /** The /v1/completions body for a cursor in a document. */
@@ -64,6 +65,7 @@ export function requestBody(uri: string, text: string, offset: number, s: Settin
     prompt: text.slice(0, offset),
     suffix: text.slice(offset),
     max_tokens: s.maxTokens,
+    ...(s.maxPredictMs > 0 ? { max_predict_ms: s.maxPredictMs } : {}),
     document: uri,
     stream: false,
   };

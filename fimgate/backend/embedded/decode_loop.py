@@ -67,6 +67,9 @@ def decode(
         if cancel.cancelled:
             finish = "cancelled"
             break
+        if cancel.has_enough:
+            finish = "stop"  # the text so far is all that will be shown
+            break
         tok = sample(logits, plan.sampling, gen, allowed)
         if t_first is None:
             t_first = time.perf_counter()

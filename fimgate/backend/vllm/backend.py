@@ -218,6 +218,9 @@ class _Stream:
                 if cancel is not None and cancel.cancelled:
                     finish = "cancelled"
                     break
+                if cancel is not None and cancel.has_enough:
+                    finish = "stop"  # closing the stream aborts the request in vLLM
+                    break
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[6:])

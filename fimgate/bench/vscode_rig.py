@@ -1,6 +1,7 @@
-"""The real-VS-Code rig both editor e2e tests share: code-server 4.139.1 with an extension installed
-from its .vsix, user settings, a workspace folder, and the playwright driver (vscode/drive.js).
-Built by `tests/e2e/vscode/setup.sh` (CI runs it)."""
+"""Real VS Code for the editor e2e tests and `fimgate bench editor`: code-server 4.139.1 with an
+extension installed from its .vsix, user settings, a workspace folder, and the playwright drivers
+(tests/e2e/vscode/drive.js, replay.js). Needs a checkout where `make e2e-setup`
+(tests/e2e/vscode/setup.sh) has run; CI runs it."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import httpx
 
 from fimgate.bench.served import free_port
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vscode")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.join(ROOT, "tests", "e2e", "vscode")
+FIMGATE_VSIX = os.path.join(ROOT, "vscode-extension", "fimgate.vsix")
+LLAMA_VSCODE_VSIX = os.path.join(HERE, "build", "llama-vscode.vsix")
 NODE_BIN = os.path.join(HERE, "node24", "node_modules", "node", "bin")
 CODE_SERVER = os.path.join(HERE, "node_modules", ".bin", "code-server")
 TOOLCHAIN = (CODE_SERVER, os.path.join(NODE_BIN, "node"), "/usr/bin/chromium")
@@ -29,6 +32,7 @@ QUIET_SETTINGS = {
     "extensions.autoUpdate": False,
     "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
     "editor.suggestOnTriggerCharacters": False,
+    "editor.cursorBlinking": "solid",  # a blinking cursor redraws the page twice a second
 }
 
 

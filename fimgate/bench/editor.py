@@ -1,0 +1,227 @@
+"""`fimgate bench editor`: what a person in VS Code sees. A slice of a keystroke trace is typed
+into real VS Code (code-server, tests/e2e/vscode/replay.js) with its real gaps between keys, with
+an extension pointed at `fimgate serve`; for every key: the time until ghost text was drawn, or
+none before the next key; the text shown; whether the person's next typed text starts with it
+(useful). Several clients run one after another against the same server, in one run: fimgate's
+extension as released before (its own 120 ms debounce, a one-suggestion cache) and as it is now,
+and llama.vscode 0.0.63 unchanged.
+
+Percentiles are over every key: a key with no ghost text before the next key sorts last (it was
+never seen), so a client is not rewarded for showing less.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+from fimgate.bench.served import start_serve
+from fimgate.bench.vscode_rig import FIMGATE_VSIX, HERE, LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server
+from fimgate.bench.workloads.trace import read_events
+
+MAX_GAP_MS = 2000  # longer pauses in the trace are cut to this (the window a key is measured in)
+# Keystrokes must land as the trace typed them: no auto-closing, auto-indent or word suggestions.
+TYPING_SETTINGS = {
+    "editor.autoClosingBrackets": "never",
+    "editor.autoClosingQuotes": "never",
+    "editor.autoClosingOvertype": "never",
+    "editor.autoSurround": "never",
+    "editor.autoIndent": "none",
+    "editor.formatOnType": False,
+    "editor.acceptSuggestionOnEnter": "off",
+    "editor.wordBasedSuggestions": "off",
+    "editor.linkedEditing": False,
+    "files.insertFinalNewline": False,
+    "files.trimTrailingWhitespace": False,
+    "files.autoSave": "off",
+}
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str
+    vsix: str
+    settings: dict
+    status: str  # text of its status bar item: it is active
+    open_first: str | None = None  # a file whose language activates it
+
+
+def clients(url: str) -> dict[str, Client]:
+    return {
+        "fimgate-before": Client(
+            "fimgate-before",
+            FIMGATE_VSIX,
+            {"fimgate.gatewayUrl": url, "fimgate.debounceMs": 120, "fimgate.cacheEntries": 1},
+            "fimgate",
+        ),
+        "fimgate": Client("fimgate", FIMGATE_VSIX, {"fimgate.gatewayUrl": url}, "fimgate"),
+        "llama.vscode": Client(
+            "llama.vscode",
+            LLAMA_VSCODE_VSIX,
+            {
+                "llama-vscode.endpoint": url,
+                "llama-vscode.ask_install_llamacpp": False,
+                "llama-vscode.rag_enabled": False,
+                "llama-vscode.auto_memory_enabled": False,
+                "llama-vscode.env_start_last_used": False,
+            },
+            "llama",
+            open_first="notes.txt",
+        ),
+    }
+
+
+@dataclass
+class Slice:
+    steps: list[dict]  # replay.js steps
+    files: dict[str, str]  # file -> its text when first opened (written to the workspace)
+    final: dict[str, str]  # file -> its text after the slice (what the saved files must hold)
+    typed_next: list[str] = field(default_factory=list)  # per key: what the person typed next
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset)
+    return line + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def trace_slice(events: list[dict], keys: int) -> Slice:
+    """Steps from the start of the trace until `keys` single-character keystrokes were typed."""
+    docs: dict[str, str] = {}
+    out = Slice([], {}, {})
+    n = 0
+    current = None
+    for i, ev in enumerate(events):
+        kind, f = ev.get("type"), ev.get("file")
+        nxt = events[i + 1]["t"] if i + 1 < len(events) else ev["t"]
+        wait = max(0, min(MAX_GAP_MS, nxt - ev["t"]))
+        if kind == "open":
+            if current is not None:
+                out.steps.append({"op": "save"})
+            first = f not in out.files
+            if first:
+                out.files[f] = ev["text"]
+            docs[f], current = ev["text"], f
+            out.steps.append({"op": "open", "file": f, "text": ev["text"], "first": first})
+        elif kind == "move":
+            line, col = _line_col(docs[f], ev["offset"])
+            out.steps.append({"op": "move", "line": line, "col": col})
+        elif kind == "delete":
+            o, length = ev["offset"], ev["length"]
+            line, col = _line_col(docs[f], o)
+            out.steps.append({"op": "delete", "line": line, "col": col, "length": length})
+            docs[f] = docs[f][:o] + docs[f][o + length :]
+        elif kind == "insert":
+            o, text = ev["offset"], ev["text"]
+            docs[f] = docs[f][:o] + text + docs[f][o:]
+            single = len(text) == 1 and not ev.get("auto")
+            out.steps.append({"op": "key" if single else "paste", "text": text, "wait_ms": wait})
+            if single:
+                out.typed_next.append(_typed_next(events, i + 1, f))
+                n += 1
+                if n >= keys:
+                    break
+    out.steps.append({"op": "save"})
+    out.final = {f: docs[f] for f in out.files}
+    return out
+
+
+def _typed_next(events: list[dict], start: int, f: str, max_chars: int = 200) -> str:
+    typed = ""
+    for ev in events[start:]:
+        if ev.get("type") in ("commit", "checkpoint"):
+            continue
+        if ev.get("type") != "insert" or ev.get("file") != f or len(typed) >= max_chars:
+            break
+        typed += ev["text"]
+    return typed
+
+
+def _pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+def summarize(keys: list[dict], typed_next: list[str]) -> dict:
+    """Per-key times (None: not shown before the next key, sorts last), shown and useful shares."""
+    lat = [k["shown_ms"] if k["shown_ms"] is not None and k["shown_ms"] <= k["window_ms"] else None for k in keys]
+    inf = [x if x is not None else float("inf") for x in lat]
+    shown = [k["text"].replace("\xa0", " ") for k in keys]  # the DOM draws spaces as no-break spaces
+    useful = [bool(s.strip()) and t is not None and nxt.startswith(s) for s, t, nxt in zip(shown, lat, typed_next)]
+    # a multi-line suggestion whose first line is right is worth a line (VS Code accepts by word and line)
+    first = [s.split("\n", 1)[0] if s.split("\n", 1)[0].strip() else s for s in shown]
+    useful_line = [bool(f.strip()) and t is not None and nxt.startswith(f) for f, t, nxt in zip(first, lat, typed_next)]
+    return {
+        "keys": len(keys),
+        "shown_share": round(sum(x is not None for x in lat) / max(1, len(lat)), 3),
+        "useful_share": round(sum(useful) / max(1, len(lat)), 3),
+        "useful_chars": sum(len(s) for s, u in zip(shown, useful) if u),
+        "useful_line_share": round(sum(useful_line) / max(1, len(lat)), 3),
+        "p50_ms": _pct(inf, 0.5),
+        "p90_ms": _pct(inf, 0.9),
+        "shown_p50_ms": _pct([x for x in lat if x is not None], 0.5),
+        "shown_p90_ms": _pct([x for x in lat if x is not None], 0.9),
+        "per_key": [{"shown_ms": t, "shown": s, "useful": u} for t, s, u in zip(lat, shown, useful)],
+    }
+
+
+def run_client(client: Client, sl: Slice, workdir: str) -> dict:
+    """Replay the slice in a fresh code-server with `client` installed; its summary."""
+    from pathlib import Path
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-editor-{client.name}-", dir=workdir))
+    files = dict(sl.files)
+    if client.open_first:
+        files[client.open_first] = "notes\n"
+    with code_server(tmp, client.vsix, {**TYPING_SETTINGS, **client.settings}, {}) as (url, work, env):
+        for f, text in files.items():
+            (work / f).parent.mkdir(parents=True, exist_ok=True)
+            (work / f).write_text(text, encoding="utf-8")
+        steps = tmp / "steps.json"
+        steps.write_text(json.dumps(sl.steps))
+        out = tmp / "keys.json"
+        options = {"status": client.status, "openFirst": client.open_first}
+        subprocess.run(
+            ["node", os.path.join(HERE, "replay.js"), url, str(steps), str(out), json.dumps(options)],
+            env=env,
+            check=True,
+            timeout=3600,
+            capture_output=True,
+        )
+        result = json.loads(out.read_text())
+        if not result["ok"]:
+            raise RuntimeError(f"{client.name}: the replay failed: {result.get('error')}")
+        mismatches = [_first_difference(f, (work / f).read_text(encoding="utf-8"), text) for f, text in sl.final.items()]
+        mismatches = [m for m in mismatches if m]
+    summary = summarize(result["keys"], sl.typed_next)
+    summary["faithful"] = not mismatches  # the saved files hold exactly what the trace typed
+    summary["mismatches"] = mismatches
+    summary["screenshot"] = str(out).replace(".json", ".png")
+    return summary
+
+
+def _first_difference(name: str, got: str, want: str) -> str:
+    if got == want:
+        return ""
+    i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    return f"{name} at {i}: saved {got[max(0, i - 20) : i + 30]!r}, typed {want[max(0, i - 20) : i + 30]!r}"
+
+
+def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str], workdir: str) -> dict:
+    missing = [p for p in TOOLCHAIN if not os.path.exists(p)]
+    if missing:
+        raise RuntimeError(f"real VS Code is not installed here ({missing[0]}): run `make e2e-setup` in a checkout")
+    sl = trace_slice(read_events(trace), keys)
+    proc, url = start_serve(*serve_flags)
+    try:
+        table = clients(url)
+        unknown = [n for n in names if n not in table]
+        if unknown:
+            raise ValueError(f"unknown client {unknown[0]!r}; known: {', '.join(table)}")
+        results = {n: run_client(table[n], sl, workdir) for n in names}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return {"trace": trace, "keys": keys, "serve_flags": serve_flags, "clients": results}
