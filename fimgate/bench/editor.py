@@ -3,7 +3,8 @@ into real VS Code (code-server, tests/e2e/vscode/replay.js) with its real gaps b
 an extension pointed at `fimgate serve`; for every key: the time until ghost text was drawn, or
 none before the next key; the text shown; whether the person's next typed text starts with it
 (useful). Several clients run one after another against the same server, in one run: fimgate's
-extension as released before (its own 120 ms debounce, a one-suggestion cache) and as it is now,
+extension with its earlier settings (its own 120 ms debounce, a one-suggestion cache, no time
+budget) and as it is now,
 and llama.vscode 0.0.63 unchanged.
 
 Percentiles are over every key: a key with no ghost text before the next key sorts last (it was
@@ -54,7 +55,7 @@ def clients(url: str) -> dict[str, Client]:
         "fimgate-before": Client(
             "fimgate-before",
             FIMGATE_VSIX,
-            {"fimgate.gatewayUrl": url, "fimgate.debounceMs": 120, "fimgate.cacheEntries": 1},
+            {"fimgate.gatewayUrl": url, "fimgate.debounceMs": 120, "fimgate.cacheEntries": 1, "fimgate.maxPredictMs": 0},
             "fimgate",
         ),
         "fimgate": Client("fimgate", FIMGATE_VSIX, {"fimgate.gatewayUrl": url}, "fimgate"),
