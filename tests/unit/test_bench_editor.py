@@ -1,0 +1,44 @@
+"""fimgate bench editor's pure parts: the steps typed into VS Code from a trace, and what a key
+counts as (shown in time, useful)."""
+
+from fimgate.bench.editor import summarize, trace_slice
+
+
+def _events():
+    return [
+        {"type": "commit", "t": 0},
+        {"type": "open", "file": "a.py", "text": "x = 1\ny = 2\n", "t": 0},
+        {"type": "move", "file": "a.py", "offset": 6, "t": 100},
+        {"type": "delete", "file": "a.py", "offset": 6, "length": 5, "t": 200},
+        {"type": "insert", "file": "a.py", "offset": 6, "text": "z", "t": 300},
+        {"type": "insert", "file": "a.py", "offset": 7, "text": " = 3", "auto": True, "t": 5000},
+        {"type": "insert", "file": "a.py", "offset": 11, "text": "\n", "t": 5100},
+        {"type": "insert", "file": "a.py", "offset": 12, "text": "w", "t": 5200},
+    ]
+
+
+def test_the_slice_types_the_trace_and_knows_the_final_text():
+    sl = trace_slice(_events(), keys=2)
+    ops = [s["op"] for s in sl.steps]
+    assert ops == ["open", "move", "delete", "key", "paste", "key", "save"]
+    assert sl.steps[1] == {"op": "move", "line": 2, "col": 1}  # 1-based, for VS Code's Go to Line
+    assert sl.steps[2] == {"op": "delete", "line": 2, "col": 1, "length": 5}
+    assert sl.steps[3]["wait_ms"] == 2000  # a long pause is cut to the window a key is measured in
+    assert sl.files == {"a.py": "x = 1\ny = 2\n"}
+    assert sl.final == {"a.py": "x = 1\nz = 3\n\n"}  # typing stopped after the second key
+    assert sl.typed_next == [" = 3\nw", "w"]  # what the person typed after each key (the trace goes on)
+
+
+def test_a_key_counts_as_shown_only_before_the_next_key_and_useful_only_if_typed_next():
+    keys = [
+        {"shown_ms": 120, "window_ms": 200, "text": "ute(1)"},  # shown in time, and typed next
+        {"shown_ms": 250, "window_ms": 200, "text": "ute(1)"},  # drawn after the next key: never seen
+        {"shown_ms": None, "window_ms": 200, "text": ""},
+        {"shown_ms": 10, "window_ms": 200, "text": "foo\nbar"},  # first line right, the rest not
+    ]
+    r = summarize(keys, ["ute(1)\n", "ute(1)", "x", "foo\nbaz"])
+    assert [k["shown_ms"] for k in r["per_key"]] == [120, None, None, 10]
+    assert r["shown_share"] == 0.5
+    assert r["useful_share"] == 0.25 and r["useful_line_share"] == 0.5
+    assert r["p50_ms"] == float("inf")  # half the keys never showed anything: they sort last
+    assert r["shown_p50_ms"] == 120
