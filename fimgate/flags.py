@@ -40,6 +40,12 @@ def engine_args(p: argparse.ArgumentParser) -> None:
         help="greedy steps' output head: screened in int8, then the rows that can win in fp32 (same "
         "argmax), or the full fp32 head (CPU fp32)",
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="compute threads, fixed (default: before each request, as many as the cores other processes leave free)",
+    )
 
 
 def correction_share(value: str) -> float | str:
@@ -126,6 +132,7 @@ def engine_config(a):
             dtype=a.dtype,
             prefill_dtype=a.prefill_dtype,
             screened_head=a.head == "screened",
+            threads=a.threads,
         )
     except ValueError as e:
         raise UserError(str(e)) from None

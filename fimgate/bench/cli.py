@@ -129,6 +129,12 @@ def add_parsers(b) -> None:
     s.add_argument("--prefill-tokens", type=int, default=1000)
     s.add_argument("--cached-tokens", type=int, default=2000)
     s.add_argument(
+        "--background",
+        default=None,
+        metavar="0,1,2",
+        help="instead: beside this many busy loops each, threads per request vs fixed (fimgate/bench/busy_cores.py)",
+    )
+    s.add_argument(
         "--peers", default=None, metavar="llama.cpp,vllm", help="measure these engines too (fimgate/bench/peers/registry.py)"
     )
     s.add_argument("--json", default=None)

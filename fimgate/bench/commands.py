@@ -72,6 +72,8 @@ def cmd_bench_engine(a) -> int:
     from fimgate.bench.engine_speed import compare, measure
 
     peer_names(a)
+    if a.background is not None:
+        return _bench_background(a)
     engine = load_engine(a)
     result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)}
     with open_peers(a, engine) as peers:
@@ -81,6 +83,25 @@ def cmd_bench_engine(a) -> int:
                 result[name] = measure(peer, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)
                 result[f"fimgate_vs_{name}"] = compare(result["fimgate"], result[name])
     emit(result, a.json)
+    return 0
+
+
+def _bench_background(a) -> int:
+    from fimgate.backend.embedded.threads import usable_cores
+    from fimgate.bench import busy_cores
+
+    try:
+        counts = [int(x) for x in a.background.split(",") if x.strip()]
+    except ValueError:
+        raise UserError("--background takes counts of busy loops, e.g. 0,1,2") from None
+    if a.threads is not None:
+        raise UserError("--background compares its own thread choices; leave out --threads")
+    engines = {"auto": load_engine(a)}
+    a.threads = usable_cores()
+    engines[f"fixed-{a.threads}"] = load_engine(a)
+    with open_peers(a, engines["auto"]) as peers:
+        engines.update(peers)
+        emit(busy_cores.run(engines, counts, progress=lambda line: print(line, file=sys.stderr)), a.json)
     return 0
 
 

@@ -62,6 +62,8 @@ class _Metrics:
         self.pinned = Gauge("fimgate_pinned_blocks", "Pinned KV blocks", registry=self.registry)
         self.used = Gauge("fimgate_used_blocks", "KV blocks in use", registry=self.registry)
         self.users = Gauge("fimgate_tree_users", "Users with cached blocks", registry=self.registry)
+        self.threads = Gauge("fimgate_threads", "Compute threads in use (the cores free now)", registry=self.registry)
+        self.others = Gauge("fimgate_other_busy_cores", "Cores other processes kept busy", registry=self.registry)
 
     def observe(self, usage) -> None:
         if usage.cancelled:
@@ -203,6 +205,8 @@ def create_app(
     async def health():
         stats = service.backend.stats()
         extra = {"servers": stats["servers"], "moves": stats["moves"]} if "servers" in stats else {}
+        if "threads" in stats:  # the embedded engine: how many compute threads run, and why
+            extra["compute"] = {k: stats[k] for k in ("threads", "usable_cores", "others_busy_cores", "why")}
         return {"status": "ok", "model": model_name, **extra}
 
     @app.get("/metrics")
@@ -211,6 +215,9 @@ def create_app(
         metrics.pinned.set(stats.get("pinned_blocks", 0))
         metrics.used.set(stats.get("used_blocks", 0))
         metrics.users.set(stats.get("users", 0))
+        if "threads" in stats:
+            metrics.threads.set(stats["threads"])
+            metrics.others.set(stats["others_busy_cores"])
         return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4")
 
     return app

@@ -152,6 +152,10 @@ def test_models_and_metrics(url):
     assert httpx.get(url + "/v1/models").json()["data"][0]["id"].endswith(".gguf")
     text = httpx.get(url + "/metrics").text
     assert "fimgate_requests_total" in text and "fimgate_ttft_seconds_bucket" in text
+    # how many compute threads run, and why (the cores other processes leave free)
+    compute = httpx.get(url + "/health").json()["compute"]
+    assert 1 <= compute["threads"] <= compute["usable_cores"] and "usable cores" in compute["why"]
+    assert f"fimgate_threads {float(compute['threads'])}" in httpx.get(url + "/metrics").text
 
 
 def test_time_budget_ends_a_multiline_suggestion_at_a_complete_line(url):

@@ -38,6 +38,7 @@ from fimgate.backend.block_tree import BlockTree, common_prefix
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.decode_loop import Decoded, decode, decode_rate, first_pick
 from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
+from fimgate.backend.embedded.threads import ThreadGovernor
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
 from fimgate.backend.model.weights import LoadedModel, load_model
 from fimgate.backend.pinning import KeystrokePins
@@ -55,7 +56,7 @@ class EngineConfig:
     num_slots: int = 2
     max_context: int = 4096
     device: str = "cpu"
-    threads: int | None = None
+    threads: int | None = None  # None: as many as the cores free now (fimgate/backend/embedded/threads.py)
     pin_policy: str = "pin"  # fimgate/backend/pinning.py: none, lru-only, pin, random+pin
     dtype: str = "float32"  # "bfloat16": weights and KV; "int8": int8 weights in 1-token steps (CPU)
     prefill_dtype: str = "float32"  # "bfloat16": prompts multiply by bf16 copies of the linears (CPU fp32/int8)
@@ -67,6 +68,8 @@ class EngineConfig:
             raise ValueError(f"unsupported dtype {self.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
         if self.prefill_dtype not in ("float32", "bfloat16"):
             raise ValueError(f"unsupported prefill dtype {self.prefill_dtype!r}: float32 or bfloat16")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError("--threads must be >= 1")
         if self.block_size < 1 or self.budget_tokens < self.block_size or self.num_slots < 1:
             raise ValueError("the KV pool needs block_size >= 1, budget_tokens >= block_size and num_slots >= 1")
 
@@ -115,8 +118,7 @@ class EmbeddedEngine:
     chunked_warmups = True  # a warm-up may arrive as growing prefixes of its prompt (fimgate/gateway/warmups.py)
 
     def __init__(self, loaded: LoadedModel, config: EngineConfig = EngineConfig()) -> None:
-        if config.threads:
-            torch.set_num_threads(config.threads)
+        self.governor = ThreadGovernor(config.threads)  # threads fit to the cores free now (threads.py)
         self.config = config
         self.model_config = loaded.config
         self._name = loaded.name
@@ -226,6 +228,7 @@ class EmbeddedEngine:
         """One request, stage by stage: claim a slot with the cached prefix, place shifted text,
         run the tokens that must be computed, decode, store and report."""
         t0 = time.perf_counter()
+        self.governor.choose()
         self._now_s = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
         slot, cached = self._claim(plan, prompt)
         old = self._remember_prompt(plan, prompt)
@@ -378,4 +381,5 @@ class EmbeddedEngine:
             "evicted_blocks": self.tree.num_evicted,
             "users": self.tree.num_users,
             "pool_bytes": self.pool_bytes,
+            **self.governor.state(),
         }
