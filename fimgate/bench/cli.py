@@ -39,7 +39,7 @@ def add_parsers(b) -> None:
     s.add_argument(
         "--time-scale", type=float, default=1.0, help="stretch the trace's gaps (many simulated people on one small engine)"
     )
-    s.add_argument("--max-tokens", type=int, default=16, help="tokens generated per request")
+    s.add_argument("--max-tokens", type=int, default=48, help="tokens asked per request (the VS Code extension asks 48)")
     s.add_argument("--prewarm", action="store_true", help="warm the cache when a file opens or the cursor jumps")
     s.add_argument(
         "--schedule",

@@ -1,8 +1,11 @@
 """`fimgate bench replay`: replay keystroke traces against the engine, strategies side by side.
 
 Simulated time, real compute. Each request fires at (last key + debounce); the engine really
-runs it, to the end (at most `max_tokens`, one line), and its real times are placed on the
-trace's clock. One engine serves everyone, so a request that arrives while another runs waits,
+runs it through the CompletionService `fimgate serve` runs (the same single/multi-line decision,
+stop rules, clean-up, early stop, with what the VS Code extension asks: 48 tokens, a 200 ms
+budget), to the end, and its real times are placed on the trace's clock. "complete" is the time
+until the suggestion is final, which is what an editor waits for before it shows it. One engine
+serves everyone, so a request that arrives while another runs waits,
 and its time to first token includes that wait. A person's next key supersedes their request
 (as the gateway's cancel-previous does): a request superseded before it starts is dropped; one
 superseded while running counts as cancelled and holds the engine only until that key (or
@@ -24,12 +27,14 @@ from dataclasses import dataclass, field, replace
 
 from fimgate.backend.base import FimPlan, SamplingParams, last_finished
 from fimgate.backend.block_tree import common_prefix
-from fimgate.bench.strategies import Strategy
+from fimgate.bench.strategies import Strategy, served
 from fimgate.bench.workloads.trace import TraceRequest
 from fimgate.efim.planner import EditorState
 from fimgate.gateway.warmups import chunk_ends
 
-REPLAY_SAMPLING = SamplingParams(max_tokens=16, stop=("\n",))
+# what the VS Code extension asks for (vscode-extension/package.json: maxTokens, maxPredictMs); the
+# service adds the newline stop where it decides a single line
+REPLAY_SAMPLING = SamplingParams(max_tokens=48, max_predict_ms=200)
 
 
 @dataclass
@@ -110,6 +115,7 @@ def replay_strategy(
     owed: set[tuple[int, str]] = set()  # (person, file) whose warm-up a key cut short: their next run pays
     now = 0.0
     outcomes = []
+    service = served(strategy, engine)
     while pending or typing or warmups:
         while pending and pending[0][0] <= now:
             t, k, i = heapq.heappop(pending)
@@ -131,7 +137,7 @@ def replay_strategy(
             continue
         if typing and (not warmups or typing[0][0] < warmups[0].t_req + delay):
             _, t_req, k, i = heapq.heappop(typing)
-            now = _run_typing(engine, strategy, slices[k][i], k, t_req, now, sampling, outcomes)
+            now = _run_typing(service, slices[k][i], k, t_req, now, sampling, outcomes)
             if not outcomes[-1].dropped and (k, slices[k][i].file) in owed:
                 outcomes[-1].after_unfinished_warmup = True
                 owed.discard((k, slices[k][i].file))
@@ -195,14 +201,7 @@ def _warmup_outcome(w: _Warmup, now: float) -> Outcome:
 
 
 def _run_typing(
-    engine,
-    strategy: Strategy,
-    r: TraceRequest,
-    k: int,
-    t_req: float,
-    now: float,
-    sampling: SamplingParams,
-    outcomes: list[Outcome],
+    service, r: TraceRequest, k: int, t_req: float, now: float, sampling: SamplingParams, outcomes: list[Outcome]
 ) -> float:
     """Run (or drop) one typing request that arrived at t_req; returns the new clock."""
     start = max(now, t_req)
@@ -210,10 +209,13 @@ def _run_typing(
         outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next, index=r.index))
         return now
     state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
+    service, planning = service
+    planning.now_s = start / 1000
     t_plan = time.perf_counter()
-    plan = replace(strategy.plan(f"u{k}", state, sampling), issued_at_s=start / 1000)
+    events, _ = service.start(state, sampling)  # plans now, as the gateway does
     plan_ms = (time.perf_counter() - t_plan) * 1000
-    final = last_finished(engine.generate(plan))
+    plan = planning.last
+    final = last_finished(events)
     u = final.usage
     ttft = None if u.ttft_ms is None else (start - t_req) + plan_ms + u.ttft_ms
     latency = (start - t_req) + plan_ms + (u.total_ms or 0)
@@ -254,13 +256,18 @@ def _pct(values: list[float]) -> dict:
     return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99)}
 
 
-def _pct_censored(outcomes: list[Outcome]) -> dict:
+def _pct_censored(outcomes: list[Outcome], complete: bool = False) -> dict:
     """TTFT percentiles over every typing request; a request superseded before it ran never
     showed anything, so it sorts last and a percentile that lands on it reads None. (Percentiles
-    over the requests that ran alone flatter a strategy that drops most of them.)"""
+    over the requests that ran alone flatter a strategy that drops most of them.) complete: the
+    time until the suggestion is complete (what an editor waits for before it shows anything);
+    one superseded before then sorts last too."""
     if not outcomes:
         return {"p50": None, "p90": None, "p99": None}
-    s = sorted(math.inf if o.dropped or o.ttft_ms is None else o.ttft_ms for o in outcomes)
+    if complete:
+        s = sorted(math.inf if o.dropped or o.cancelled or o.latency_ms is None else o.latency_ms for o in outcomes)
+    else:
+        s = sorted(math.inf if o.dropped or o.ttft_ms is None else o.ttft_ms for o in outcomes)
     pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
     return {q: None if math.isinf(pick(f)) else round(pick(f), 1) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}
 
@@ -319,6 +326,7 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "cancelled": sum(o.cancelled for o in outcomes),
         "ttft_ms": _pct([o.ttft_ms for o in ran if o.ttft_ms is not None]),
         "ttft_ms_all_requests": _pct_censored(outcomes),
+        "complete_ms_all_requests": _pct_censored(outcomes, complete=True),
         "ran_share": round(len(ran) / len(outcomes), 4) if outcomes else None,
         "latency_ms": _pct([o.latency_ms for o in ran if o.latency_ms is not None]),
         "prompt_tokens": _mean(o.prompt_tokens for o in ran),

@@ -7,18 +7,22 @@
     efim+correction  efim, and shifted KV is re-rotated and a budget of tokens recomputed
 
 All strategies share one engine; each gets its own user namespace, and the engine is reset
-between strategies, so every one starts cold on the same budget.
+between strategies, so every one starts cold on the same budget. Typing requests run through
+the CompletionService that `fimgate serve` runs (`served`): the same single- or
+multi-line decision, stop rules, clean-up and early stop, whatever the strategy's prompt.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from fimgate.backend.base import FimPlan, SamplingParams
 from fimgate.bench.baseline import psm_prompt
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.templates import FimTemplate
 from fimgate.efim.window import WindowConfig
+from fimgate.gateway.service import CompletionService
 
 ALL = ("no-cache", "psm-prefix", "shift-only", "efim", "efim+correction")
 CORRECTION_BUDGET = 0.15  # "efim+correction:0.05" names another share of the shifted tokens
@@ -65,3 +69,24 @@ class Strategy:
                 stop_token_ids=self.planner.stop_token_ids,
             )
         return self.planner.plan(EditorState(uid, state.document_id, state.text, state.cursor, path=state.path), sampling)
+
+
+def served(strategy, backend) -> tuple[CompletionService, "Planning"]:
+    """The service `fimgate serve` runs, on `backend`, planning with `strategy` (anything with
+    plan(user, state, sampling)); and its planning, which keeps the last plan made and stamps
+    plans with the replay's clock."""
+    planning = Planning(strategy)
+    return CompletionService(backend, planning), planning
+
+
+class Planning:
+    """A strategy as the service's planner: plan(state, sampling), stamped with `now_s`."""
+
+    def __init__(self, strategy) -> None:
+        self.strategy = strategy
+        self.now_s: float | None = None
+        self.last: FimPlan | None = None
+
+    def plan(self, state: EditorState, sampling: SamplingParams) -> FimPlan:
+        self.last = replace(self.strategy.plan(state.user_id, state, sampling), issued_at_s=self.now_s)
+        return self.last

@@ -16,7 +16,7 @@ class ScriptedEngine:
     def __init__(self):
         self.cached: dict[str, tuple] = {}
 
-    def generate(self, plan: FimPlan):
+    def generate(self, plan: FimPlan, cancel=None):
         ids = plan.prompt_ids
         hit = min(common_prefix(self.cached.get(plan.user_id, ()), ids), len(ids) - 1)
         self.cached[plan.user_id] = ids
