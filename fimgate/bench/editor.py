@@ -18,6 +18,7 @@ import os
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fimgate.bench.served import start_serve
 from fimgate.bench.vscode_rig import FIMGATE_VSIX, HERE, LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server
@@ -170,8 +171,6 @@ def summarize(keys: list[dict], typed_next: list[str]) -> dict:
 
 def run_client(client: Client, sl: Slice, workdir: str) -> dict:
     """Replay the slice in a fresh code-server with `client` installed; its summary."""
-    from pathlib import Path
-
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-editor-{client.name}-", dir=workdir))
     files = dict(sl.files)
     if client.open_first:
