@@ -33,6 +33,8 @@ QUIET_SETTINGS = {
     "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
     "editor.suggestOnTriggerCharacters": False,
     "editor.cursorBlinking": "solid",  # a blinking cursor redraws the page twice a second
+    "chat.disableAIFeatures": True,  # VS Code's own chat view would open beside the editor
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
 }
 
 

@@ -43,14 +43,13 @@ async function watchGhost(page, timeoutMs) {
 
 const ghostShownAt = (page) => page.evaluate(() => window.__ghostShownAt);
 
-async function quickOpen(page, name) {
-  await page.keyboard.press("Control+P");
-  await page.waitForSelector(".quick-input-widget input", { timeout: 30000 });
-  await page.keyboard.type(name, { delay: 20 });
-  await page.waitForTimeout(800);
-  await page.keyboard.press("Enter");
-  await page.waitForSelector(".monaco-editor .view-lines", { timeout: 60000 });
+// Open a top-level file of the workspace from the Explorer (a click, not Quick Open: a welcome page
+// or the chat view may hold the keyboard focus), then put the focus in its editor.
+async function openFromExplorer(page, name) {
+  await page.keyboard.press("Escape");
+  await page.locator(".explorer-folders-view .monaco-list-row", { hasText: name }).first().click();
   await page.waitForTimeout(1500);
+  await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
 }
 
 async function main() {
@@ -66,13 +65,13 @@ async function main() {
   try {
     await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120000 });
     await page.waitForSelector(".monaco-workbench", { timeout: 120000 });
-    if (options.openFirst) await quickOpen(page, options.openFirst);
+    await page.locator(".explorer-folders-view .monaco-list-row").first().waitFor({ timeout: 120000 });
+    if (options.openFirst) await openFromExplorer(page, options.openFirst);
     // the extension's status bar item says it is active: before that, keystrokes can be lost
     const status = page.locator(".statusbar-item", { hasText: options.status || "fimgate" });
     await status.first().waitFor({ timeout: 120000 });
-    await quickOpen(page, fileName);
-    const editor = page.locator(".monaco-editor .view-lines").first();
-    await editor.click();
+    await page.waitForTimeout(2000); // an extension's first-start page opens about now
+    await openFromExplorer(page, fileName);
     // go to the marked line: the end of "    return fib" (line 4)
     await page.keyboard.press("Control+G");
     await page.keyboard.type("4", { delay: 20 });
