@@ -63,6 +63,9 @@ def add_parsers(b) -> None:
     )
     s.add_argument("--pin-policy", default="pin", help="none, lru-only, pin, random+pin; several (comma) compare them")
     s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")
+    s.add_argument(
+        "--background", type=int, default=0, metavar="N", help="N busy loops run beside the engine (other processes' load)"
+    )
     s.add_argument("--plot", default=None, metavar="OUT.png")
     s.add_argument(
         "--dump-outcomes",

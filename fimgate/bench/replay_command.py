@@ -20,11 +20,8 @@ def _warmup_yield_ms(a) -> float | None:
 
 
 def cmd_bench_replay(a) -> int:
-    from fimgate.bench.peers.registry import peer_strategies
-    from fimgate.bench.replay import progress_printer, replay_strategy, summarize, user_slices
-    from fimgate.bench.strategies import Strategy
+    from fimgate.bench.replay import user_slices
     from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
-    from fimgate.efim.templates import TEMPLATES, template_for_model
 
     strategies = checked_strategies(a)
     check_peer_strategies(a, strategies)
@@ -68,6 +65,30 @@ def cmd_bench_replay(a) -> int:
     if a.schedule == "office":
         settings.update(think_s=a.think_s, reads=a.reads, seed=a.seed)
     per_strategy = {}
+    if a.background < 0:
+        raise UserError("--background takes a count of busy loops (>= 0)")
+    settings["background_busy_loops"] = a.background
+    from fimgate.bench.busy_cores import busy_loops
+
+    with busy_loops(a.background):
+        result = _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy)
+    if a.dump_outcomes:
+        _dump_outcomes(per_strategy, a.dump_outcomes)
+    if a.plot:
+        from fimgate.bench.plot import plot_replay
+
+        plot_replay(per_strategy, a.plot, title=f"{os.path.basename(a.trace)}: {len(reqs)} requests, {a.users} user(s)")
+    emit(result, a.json)
+    return 0
+
+
+def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) -> dict:
+    """Every strategy (and peer) over the slices; fills per_strategy with their outcomes."""
+    from fimgate.bench.peers.registry import peer_strategies
+    from fimgate.bench.replay import progress_printer, replay_strategy, summarize
+    from fimgate.bench.strategies import Strategy
+    from fimgate.efim.templates import TEMPLATES, template_for_model
+
     if a.live:
         from fimgate.bench.live import replay_live
 
@@ -124,14 +145,9 @@ def cmd_bench_replay(a) -> int:
             result["settings"].update(budget_tokens=engine.tree.num_blocks * engine.tree.block_size, pin_policies=policies)
         if hasattr(engine, "router"):
             result["settings"]["vllm_servers"] = engine.router.stats()
-    if a.dump_outcomes:
-        _dump_outcomes(per_strategy, a.dump_outcomes)
-    if a.plot:
-        from fimgate.bench.plot import plot_replay
-
-        plot_replay(per_strategy, a.plot, title=f"{os.path.basename(a.trace)}: {len(reqs)} requests, {a.users} user(s)")
-    emit(result, a.json)
-    return 0
+        if hasattr(engine, "governor"):
+            result["settings"]["compute"] = engine.governor.state()
+    return result
 
 
 def _dump_outcomes(per_strategy: dict, path: str) -> None:

@@ -99,8 +99,9 @@ def test_llama_vscode_unchanged_shows_and_accepts_fimgate_suggestions(tmp_path):
     try:
         files = {"fib.py": SOURCE, "notes.txt": NOTES}
         with code_server(tmp_path, VSIX, settings, files) as (url, work, env):
-            # llama.vscode activates on plain text, JavaScript or TypeScript: open a text file first
-            result = drive(url, "fib.py", out, 10, env, status="llama", openFirst="notes.txt")
+            # llama.vscode activates on plain text, JavaScript or TypeScript: open a text file first;
+            # on its first start it opens an "Information" page, which would take the keys: close it
+            result = drive(url, "fib.py", out, 10, env, status="llama", openFirst="notes.txt", closeTab="Information")
             saved = (work / "fib.py").read_text()
     finally:
         proxy.shutdown()

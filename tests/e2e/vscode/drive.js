@@ -3,7 +3,8 @@
 // save, and measure keystroke -> ghost text. Prints one JSON line of results.
 // usage: node drive.js URL FILE_NAME OUT_DIR TRIALS [OPTIONS_JSON]
 // OPTIONS_JSON: {"status": text of the extension's status bar item (default "fimgate"),
-//                "openFirst": a file to open before FILE_NAME (an extension that activates on its language)}
+//                "openFirst": a file to open before FILE_NAME (an extension that activates on its language),
+//                "closeTab": the title of a page the extension opens on its first start, to wait for and close}
 const { chromium } = require("playwright-core");
 const fs = require("fs");
 const path = require("path");
@@ -70,6 +71,12 @@ async function main() {
     // the extension's status bar item says it is active: before that, keystrokes can be lost
     const status = page.locator(".statusbar-item", { hasText: options.status || "fimgate" });
     await status.first().waitFor({ timeout: 120000 });
+    if (options.closeTab) {
+      const tab = page.locator(".tabs-container .tab", { hasText: options.closeTab });
+      await tab.first().waitFor({ timeout: 120000 });
+      await tab.first().click({ button: "middle" });
+      await tab.first().waitFor({ state: "detached", timeout: 30000 });
+    }
     await page.waitForTimeout(2000); // an extension's first-start page opens about now
     await openFromExplorer(page, fileName);
     // go to the marked line: the end of "    return fib" (line 4)
