@@ -46,11 +46,11 @@ const ghostShownAt = (page) => page.evaluate(() => window.__ghostShownAt);
 
 // Open a top-level file of the workspace from the Explorer (a click, not Quick Open: a welcome page
 // or the chat view may hold the keyboard focus), then put the focus in its editor.
-async function openFromExplorer(page, name) {
+async function openFromExplorer(page, name, focus = true) {
   await page.keyboard.press("Escape");
   await page.locator(".explorer-folders-view .monaco-list-row", { hasText: name }).first().click();
   await page.waitForTimeout(1500);
-  await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
+  if (focus) await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
 }
 
 async function main() {
@@ -67,7 +67,8 @@ async function main() {
     await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120000 });
     await page.waitForSelector(".monaco-workbench", { timeout: 120000 });
     await page.locator(".explorer-folders-view .monaco-list-row").first().waitFor({ timeout: 120000 });
-    if (options.openFirst) await openFromExplorer(page, options.openFirst);
+    // only to activate the extension: no focus needed (its first-start page may replace the editor meanwhile)
+    if (options.openFirst) await openFromExplorer(page, options.openFirst, false);
     // the extension's status bar item says it is active: before that, keystrokes can be lost
     const status = page.locator(".statusbar-item", { hasText: options.status || "fimgate" });
     await status.first().waitFor({ timeout: 120000 });
