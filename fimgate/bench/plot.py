@@ -1,14 +1,20 @@
-"""The replay figure: time-to-first-token CDF per strategy, and prefilled tokens per request."""
+"""The benchmarks' figures: replay (TTFT CDF per strategy, prefilled tokens per request) and
+editor (keystroke -> ghost text CDF per client)."""
 
 from __future__ import annotations
 
 
-def plot_replay(per_strategy: dict[str, list], path: str, title: str = "") -> None:
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_replay(per_strategy: dict[str, list], path: str, title: str = "") -> None:
+    plt = _pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for name, outcomes in per_strategy.items():
         ttft = sorted(o.ttft_ms for o in outcomes if o.ttft_ms is not None)
@@ -36,11 +42,7 @@ def plot_replay(per_strategy: dict[str, list], path: str, title: str = "") -> No
 def plot_editor(per_client: dict[str, dict], path: str, title: str = "") -> None:
     """Keystroke -> ghost text: share of keys with a suggestion on screen within x ms, per client
     (keys with none before the next key never reach the curve's top)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, r in per_client.items():
         times = sorted(k["shown_ms"] for k in r["per_key"] if k["shown_ms"] is not None)

@@ -105,6 +105,7 @@ class StreamTidy:
         self.rest = self.suffix.split("\n", 1)[0].strip()
         self.raw = ""
         self.sent = ""
+        self._block_ended = False
 
     def feed(self, piece: str) -> str:
         self.raw += piece
@@ -114,10 +115,7 @@ class StreamTidy:
     def done(self) -> bool:
         """Nothing more the model writes can be shown: a single line has its newline, a
         multi-line suggestion's block has ended."""
-        if not self.multiline:
-            return "\n" in self.raw
-        kept = cut_at_block_end(self.raw, self.doc, self.cursor, self.min_indent)
-        return len(kept) < len(self.raw.rstrip(" \t")) and "\n" in self.raw[len(kept) :]
+        return "\n" in self.raw if not self.multiline else self._block_ended  # _certain() found it at the last feed
 
     def finish(self, raw: str) -> str:
         """The rest of tidy(raw); `raw` is the whole completion as the backend reports it."""
@@ -141,7 +139,8 @@ class StreamTidy:
             line = raw.rstrip()
             return line[: max(0, len(line) - len(self.rest))].rstrip() if self.rest else line
         kept = cut_at_block_end(raw, self.doc, self.cursor, self.min_indent)
-        if len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept) :]:
+        self._block_ended = len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept) :]
+        if self._block_ended:
             return tidy(raw, self.doc, self.cursor, multiline=True, min_indent=self.min_indent)  # the block ended
         lines = kept.split("\n")
         with_text = [i for i, line in enumerate(lines) if line.strip()]
