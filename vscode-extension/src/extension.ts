@@ -1,9 +1,10 @@
-// fimgate for VS Code: inline completions from a fimgate gateway, with debounce, cancellation,
-// a status bar item, and a cache of recent suggestions that answers typing through one, and
-// coming back to where one was made, without a request.
+// fimgate for VS Code: inline completions from a fimgate gateway, with cancellation, a status bar
+// item, a cache of recent suggestions that answers typing through one, and coming back to where
+// one was made, without a request, and suggestions that show their first part while the rest is
+// still being decoded (it appears when complete, through the cache).
 import * as vscode from "vscode";
-import { complete } from "./client";
-import { Settings, Status, SuggestionCache, debounce, lineRest, statusText } from "./logic";
+import { streamCompletion } from "./client";
+import { Growing, Settings, Status, SuggestionCache, debounce, lineRest, statusText } from "./logic";
 
 let status: vscode.StatusBarItem;
 
@@ -16,6 +17,7 @@ function settings(): Settings & { enabled: boolean } {
     maxTokens: c.get("maxTokens", 48),
     cacheEntries: c.get("cacheEntries", 32),
     maxPredictMs: c.get("maxPredictMs", 200),
+    showPartialAfterMs: c.get("showPartialAfterMs", 0),
     enabled: c.get("enabled", true),
   };
 }
@@ -33,6 +35,22 @@ export function activate(context: vscode.ExtensionContext): void {
   show(settings().enabled ? { kind: "active" } : { kind: "off" });
   status.show();
   let cache = new SuggestionCache(settings().cacheEntries);
+  // per document: the suggestion still streaming, and where it was asked for
+  const growing = new Map<string, { abort: AbortController; prefix: string; rest: string; grow: Growing }>();
+
+  // When a suggestion finished growing: ask VS Code again if the cursor is still where it leads,
+  // and the cache answers with the whole (VS Code only asks after an edit or a trigger).
+  const showGrown = (uri: string): void => {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || editor.document.uri.toString() !== uri || !editor.selection.isEmpty) {
+      return;
+    }
+    const text = editor.document.getText();
+    const offset = editor.document.offsetAt(editor.selection.active);
+    if (cache.lookup(uri, text.slice(0, offset), lineRest(text, offset)) !== undefined) {
+      void vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
+    }
+  };
 
   const provider: vscode.InlineCompletionItemProvider = {
     async provideInlineCompletionItems(document, position, _context, token) {
@@ -48,26 +66,58 @@ export function activate(context: vscode.ExtensionContext): void {
       if (cached) {
         return [new vscode.InlineCompletionItem(cached, new vscode.Range(position, position))];
       }
-      if (!(await debounce(s.debounceMs, () => token.isCancellationRequested))) {
-        return [];
-      }
-      const abort = new AbortController();
-      const sub = token.onCancellationRequested(() => abort.abort());
-      show({ kind: "busy" });
-      try {
-        const item = await complete(uri, text, offset, s, abort.signal); // shaped and cleaned by the gateway
-        show({ kind: "active" });
+      const prefix = text.slice(0, offset);
+      const ahead = growing.get(uri);
+      const typed = ahead && ahead.rest === rest && prefix.startsWith(ahead.prefix) ? prefix.slice(ahead.prefix.length) : undefined;
+      if (ahead && typed !== undefined && typed.startsWith(ahead.grow.text)) {
+        // typed past what has arrived of the suggestion still streaming: wait for its end, not a new one
+        const complete = await Promise.race([ahead.grow.ended, new Promise<boolean>((r) => token.onCancellationRequested(() => r(false)))]);
+        const whole = ahead.grow.text;
         if (token.isCancellationRequested) {
           return [];
         }
-        cache.remember(uri, text.slice(0, offset), rest, item);
-        return item ? [new vscode.InlineCompletionItem(item, new vscode.Range(position, position))] : [];
+        if (complete && whole.length > typed.length && whole.startsWith(typed)) {
+          return [new vscode.InlineCompletionItem(whole.slice(typed.length), new vscode.Range(position, position))];
+        }
+      }
+      if (!(await debounce(s.debounceMs, () => token.isCancellationRequested))) {
+        return [];
+      }
+      growing.get(uri)?.abort.abort(); // superseded (the gateway cancels it too)
+      const abort = new AbortController();
+      const grow = new Growing(s.showPartialAfterMs);
+      growing.set(uri, { abort, prefix, rest, grow });
+      const sub = token.onCancellationRequested(() => abort.abort());
+      streamCompletion(uri, text, offset, s, abort.signal, (piece) => grow.add(piece)).then(
+        (complete) => grow.end(complete),
+        (e) => grow.fail(e as Error),
+      );
+      show({ kind: "busy" });
+      let first: string;
+      try {
+        first = await grow.first; // shaped and cleaned by the gateway
       } catch (e) {
         show({ kind: "error", message: (e as Error).message });
         return [];
       } finally {
-        sub.dispose();
+        sub.dispose(); // once shown, the rest keeps coming even when VS Code moves on
       }
+      show({ kind: "active" });
+      if (token.isCancellationRequested) {
+        abort.abort();
+        return [];
+      }
+      cache.remember(uri, prefix, rest, first);
+      void grow.ended.then((complete) => {
+        if (growing.get(uri)?.abort === abort) {
+          growing.delete(uri);
+        }
+        if (complete && grow.text.length > first.length) {
+          cache.remember(uri, prefix, rest, grow.text);
+          showGrown(uri);
+        }
+      });
+      return first ? [new vscode.InlineCompletionItem(first, new vscode.Range(position, position))] : [];
     },
   };
 

@@ -57,6 +57,7 @@ export interface Settings {
   maxTokens: number;
   cacheEntries: number;
   maxPredictMs: number;
+  showPartialAfterMs: number;
 }
 
 /** The /v1/completions body for a cursor in a document. */
@@ -67,8 +68,96 @@ export function requestBody(uri: string, text: string, offset: number, s: Settin
     max_tokens: s.maxTokens,
     ...(s.maxPredictMs > 0 ? { max_predict_ms: s.maxPredictMs } : {}),
     document: uri,
-    stream: false,
+    stream: true,
   };
+}
+
+/** Server-sent events as they arrive in pieces: feed() returns the payloads of the events it completed. */
+export class SseParser {
+  private buffer = "";
+
+  feed(chunk: string): string[] {
+    this.buffer += chunk.replace(/\r\n/g, "\n");
+    const out: string[] = [];
+    let end: number;
+    while ((end = this.buffer.indexOf("\n\n")) >= 0) {
+      const event = this.buffer.slice(0, end);
+      this.buffer = this.buffer.slice(end + 2);
+      const data = event
+        .split("\n")
+        .filter((l) => l.startsWith("data:"))
+        .map((l) => l.slice(5).replace(/^ /, ""));
+      if (data.length) {
+        out.push(data.join("\n"));
+      }
+    }
+    return out;
+  }
+}
+
+/**
+ * A suggestion that arrives as a stream of final pieces (the gateway streams only text no later
+ * token can take back). `first` is what to show first: the text so far once `showAfterMs` have
+ * passed and some visible text arrived, or the whole suggestion when it ends sooner (showAfterMs
+ * < 0: only the whole). The rest keeps arriving; `ended` resolves when the stream is over, with
+ * whether the suggestion is complete (false: cancelled or cut off, so it is only a prefix).
+ */
+export class Growing {
+  text = "";
+  readonly first: Promise<string>;
+  readonly ended: Promise<boolean>;
+  private resolveFirst!: (t: string) => void;
+  private rejectFirst!: (e: Error) => void;
+  private resolveEnded!: (complete: boolean) => void;
+  private due: boolean;
+  private over = false;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(showAfterMs: number) {
+    this.first = new Promise((res, rej) => {
+      this.resolveFirst = res;
+      this.rejectFirst = rej;
+    });
+    this.ended = new Promise((res) => (this.resolveEnded = res));
+    this.due = showAfterMs === 0;
+    if (showAfterMs > 0) {
+      this.timer = setTimeout(() => {
+        this.due = true;
+        this.offer();
+      }, showAfterMs);
+    }
+  }
+
+  add(piece: string): void {
+    if (!this.over) {
+      this.text += piece;
+      this.offer();
+    }
+  }
+
+  end(complete: boolean): void {
+    if (!this.over) {
+      this.over = true;
+      clearTimeout(this.timer);
+      this.resolveFirst(this.text);
+      this.resolveEnded(complete);
+    }
+  }
+
+  fail(e: Error): void {
+    if (!this.over) {
+      this.over = true;
+      clearTimeout(this.timer);
+      this.rejectFirst(e);
+      this.resolveEnded(false);
+    }
+  }
+
+  private offer(): void {
+    if (this.due && this.text.trim()) {
+      this.resolveFirst(this.text); // a promise settles once: later calls do nothing
+    }
+  }
 }
 
 /** Resolve after ms unless cancelled first; says whether to go on. */
