@@ -152,6 +152,9 @@ def cmd_bench_editor(a) -> int:
         except (RuntimeError, ValueError, OSError) as e:
             raise UserError(str(e)) from None
     for name, r in result["clients"].items():
+        if "error" in r:
+            print(f"{name:15s} FAILED: {r['error']}", file=sys.stderr)
+            continue
         print(
             f"{name:15s} key -> ghost text p50 {r['p50_ms']} ms, p90 {r['p90_ms']} ms (all keys; none = last) | "
             f"shown {r['shown_share']:.1%} useful {r['useful_share']:.1%} ({r['useful_chars']} chars; first line "
@@ -163,7 +166,11 @@ def cmd_bench_editor(a) -> int:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
     if a.plot:
-        plot_editor(result["clients"], a.plot, f"{result['keys']} keys of {os.path.basename(path)} in real VS Code")
+        plot_editor(
+            {n: r for n, r in result["clients"].items() if "error" not in r},
+            a.plot,
+            f"{result['keys']} keys of {os.path.basename(path)} in real VS Code",
+        )
     return 0
 
 

@@ -49,6 +49,7 @@ class Client:
     settings: dict
     status: str  # text of its status bar item: it is active
     open_first: str | None = None  # a file whose language activates it
+    close_tab: str | None = None  # a page it opens on its first start (waited for and closed)
 
 
 def clients(url: str) -> dict[str, Client]:
@@ -68,6 +69,9 @@ def clients(url: str) -> dict[str, Client]:
         "fimgate-whole": Client(
             "fimgate-whole", FIMGATE_VSIX, {"fimgate.gatewayUrl": url, "fimgate.showPartialAfterMs": -1}, "fimgate"
         ),
+        "fimgate-no-context": Client(
+            "fimgate-no-context", FIMGATE_VSIX, {"fimgate.gatewayUrl": url, "fimgate.contextChars": 0}, "fimgate"
+        ),
         "fimgate": Client("fimgate", FIMGATE_VSIX, {"fimgate.gatewayUrl": url}, "fimgate"),
         "llama.vscode": Client(
             "llama.vscode",
@@ -81,6 +85,7 @@ def clients(url: str) -> dict[str, Client]:
             },
             "llama",
             open_first="notes.txt",
+            close_tab="Information",
         ),
     }
 
@@ -191,7 +196,7 @@ def run_client(client: Client, sl: Slice, workdir: str) -> dict:
         steps = tmp / "steps.json"
         steps.write_text(json.dumps(sl.steps))
         out = tmp / "keys.json"
-        options = {"status": client.status, "openFirst": client.open_first}
+        options = {"status": client.status, "openFirst": client.open_first, "closeTab": client.close_tab}
         subprocess.run(
             ["node", os.path.join(HERE, "replay.js"), url, str(steps), str(out), json.dumps(options)],
             env=env,
@@ -229,7 +234,15 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
         unknown = [n for n in names if n not in table]
         if unknown:
             raise ValueError(f"unknown client {unknown[0]!r}; known: {', '.join(table)}")
-        results = {n: run_client(table[n], sl, workdir) for n in names}
+        missing = [f"{n}: {table[n].vsix}" for n in names if not os.path.exists(table[n].vsix)]
+        if missing:
+            raise RuntimeError(f"not built: {missing[0]} (run `make e2e-setup`)")
+        results = {}
+        for n in names:  # a client whose replay fails is reported as such; the others still count
+            try:
+                results[n] = run_client(table[n], sl, workdir)
+            except (RuntimeError, subprocess.SubprocessError) as e:
+                results[n] = {"error": str(e)[:2000]}
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -32,6 +32,7 @@ from fimgate.backend.base import (
     last_finished,
 )
 from fimgate.efim.planner import EditorState
+from fimgate.efim.templates import ContextChunk
 from fimgate.gateway.auth import ApiKeys, KeyError401
 from fimgate.gateway.body_limit import BodyLimit
 from fimgate.gateway.llama_infill import infill_request, infill_response, props
@@ -150,6 +151,7 @@ def create_app(
                 text=body.prompt + body.suffix,
                 cursor=len(body.prompt),
                 path=body.document or "",
+                context=tuple(ContextChunk(c.filename, c.text) for c in body.input_extra),
             )
         except ValueError as e:
             return error(400, str(e))

@@ -15,6 +15,17 @@ MAX_EXTRA_CHARS = 1_000_000  # input_extra, all chunks together (the planner kee
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 
+class InfillChunk(BaseModel):
+    filename: str = Field("", max_length=1024)
+    text: str = Field("", max_length=MAX_EXTRA_CHARS)
+
+
+def _within_extra_budget(chunks: list[InfillChunk]) -> None:
+    total = sum(len(c.text) + len(c.filename) for c in chunks)
+    if total > MAX_EXTRA_CHARS:
+        raise ValueError(f"input_extra holds {total} characters; at most {MAX_EXTRA_CHARS}")
+
+
 class CompletionRequest(BaseModel):
     """OpenAI legacy completions; `prompt` is the text before the cursor, `suffix` after it."""
 
@@ -35,6 +46,14 @@ class CompletionRequest(BaseModel):
     # a time budget (llama.cpp's t_max_predict_ms): once this long after the first token, the
     # suggestion ends at the next complete line - a multi-line one shows its first lines sooner
     max_predict_ms: StrictInt | None = Field(None, ge=1, le=600_000)
+    # other files' text shown before the current file's (llama.cpp /infill's shape and order:
+    # oldest first); the planner keeps the newest that fit its budget
+    input_extra: list[InfillChunk] = Field(default_factory=list, max_length=64)
+
+    @model_validator(mode="after")
+    def _extra_within_budget(self):
+        _within_extra_budget(self.input_extra)
+        return self
 
     @field_validator("stop")
     @classmethod
@@ -43,11 +62,6 @@ class CompletionRequest(BaseModel):
             if len(s) > 256:
                 raise ValueError("each stop string is at most 256 characters")
         return value
-
-
-class InfillChunk(BaseModel):
-    filename: str = Field("", max_length=1024)
-    text: str = Field("", max_length=MAX_EXTRA_CHARS)
 
 
 class InfillRequest(BaseModel):
@@ -76,7 +90,5 @@ class InfillRequest(BaseModel):
 
     @model_validator(mode="after")
     def _extra_within_budget(self):
-        total = sum(len(c.text) + len(c.filename) for c in self.input_extra)
-        if total > MAX_EXTRA_CHARS:
-            raise ValueError(f"input_extra holds {total} characters; at most {MAX_EXTRA_CHARS}")
+        _within_extra_budget(self.input_extra)
         return self

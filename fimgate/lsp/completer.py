@@ -11,6 +11,7 @@ import httpx
 
 from fimgate.backend.base import CancelToken, SamplingParams, last_finished
 from fimgate.efim.planner import EditorState
+from fimgate.efim.templates import ContextChunk
 from fimgate.gateway.service import Shape
 
 
@@ -28,6 +29,7 @@ class HttpCompleter:
         sampling: SamplingParams,
         language: str = "",
         multiline: bool | None = None,
+        context: tuple[ContextChunk, ...] = (),
     ) -> str:
         body = {
             "prompt": text[:cursor],
@@ -38,6 +40,7 @@ class HttpCompleter:
             "document": uri,
             "multiline": multiline,
             "max_predict_ms": sampling.max_predict_ms,
+            "input_extra": [{"filename": c.path, "text": c.text} for c in context],
         }
         r = await self._client.post(self.url + "/v1/completions", json=body)
         r.raise_for_status()
@@ -64,9 +67,16 @@ class EmbeddedCompleter:
         sampling: SamplingParams,
         language: str = "",
         multiline: bool | None = None,
+        context: tuple[ContextChunk, ...] = (),
     ) -> str:
         state = EditorState(
-            user_id=user, document_id=uri, text=text, cursor=cursor, path=uri.rsplit("/", 1)[-1], language=language
+            user_id=user,
+            document_id=uri,
+            text=text,
+            cursor=cursor,
+            path=uri.rsplit("/", 1)[-1],
+            language=language,
+            context=context,
         )
         events, cancel = self.service.start(state, sampling, Shape(multiline=multiline))
         try:

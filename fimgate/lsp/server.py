@@ -6,6 +6,8 @@
   client's $/cancelRequest, cancels the older one (pygls cancels the handler's task, which sets
   the engine's cancel token). A slow backend means no suggestion, never a frozen editor.
 - didOpen pre-warms the cache, so the first keystroke in a file is not a cold prefill.
+- Context: the other open documents' lines around their last edit (fimgate/lsp/context.py);
+  documents matching a secret pattern are never context and get no completions.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pygls.lsp.server import LanguageServer
 
 from fimgate.backend.base import SamplingParams
 from fimgate.efim.offsets import position_to_offset
+from fimgate.lsp.context import Touched, is_secret
 from fimgate.lsp.protocol import FimProtocol
 from fimgate.lsp.settings import LspSettings
 
@@ -34,6 +37,7 @@ class FimLanguageServer(LanguageServer):
         self._completer = None
         self._latest: dict[str, int] = {}  # uri -> id of the newest inline request
         self._counter = 0
+        self.touched = Touched()
 
     async def completer(self):
         if self._completer is None:
@@ -58,6 +62,16 @@ class FimLanguageServer(LanguageServer):
     def is_latest(self, uri: str, rid: int) -> bool:
         return self._latest.get(uri) == rid
 
+    def secret(self, uri: str) -> bool:
+        return is_secret(uri, self.settings.context_exclude)
+
+    def context(self, uri: str):
+        """Chunks of the other open documents, for a completion in `uri`."""
+        if self.settings.context_chars <= 0:
+            return ()
+        texts = {u: d.source for u, d in self.workspace.text_documents.items()}
+        return self.touched.chunks(uri, texts, self.settings.context_chars, self.settings.context_exclude)
+
 
 def create_server(settings: LspSettings = LspSettings(), runner=None, token: str | None = None, build=None) -> FimLanguageServer:
     """token: clients must initialize with initializationOptions.token (TCP mode). build: makes the
@@ -75,11 +89,27 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: FimLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
         doc = params.text_document
+        ls.touched.touch(doc.uri, 0)
+        if ls.secret(doc.uri):
+            return
         try:
             completer = await ls.completer()
-            await completer.complete(ls.settings.user, doc.uri, doc.text, 0, SamplingParams(max_tokens=0), doc.language_id or "")
+            context = ls.context(doc.uri)
+            await completer.complete(
+                ls.settings.user, doc.uri, doc.text, 0, SamplingParams(max_tokens=0), doc.language_id or "", None, context
+            )
         except Exception as e:  # pre-warming is best effort; never an error in the editor
             log.warning("pre-warm failed for %s: %s", doc.uri, e)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: FimLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
+        for change in params.content_changes:  # pygls applied them to its copy already
+            line = change.range.start.line if isinstance(change, types.TextDocumentContentChangePartial) else 0
+            ls.touched.touch(params.text_document.uri, line)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: FimLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.touched.forget(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: FimLanguageServer, params: types.InlineCompletionParams):
@@ -89,8 +119,8 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         await asyncio.sleep(s.debounce_ms / 1000)
         if not ls.is_latest(uri, rid):
             return None  # superseded while debouncing
-        if uri not in ls.workspace.text_documents:
-            return None  # never opened: nothing to complete (and no reading files behind the editor's back)
+        if uri not in ls.workspace.text_documents or ls.secret(uri):
+            return None  # never opened (no reading files behind the editor's back), or a secret
         doc = ls.workspace.get_text_document(uri)
         text = doc.source
         cursor = position_to_offset(text, params.position.line, params.position.character)
@@ -99,7 +129,9 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
             completer = await ls.completer()
             # the service shapes the text (single/multi-line, clean-up): the server only carries it
             shown = await asyncio.wait_for(
-                completer.complete(s.user, uri, text, cursor, sampling, doc.language_id or "", True if s.multiline else None),
+                completer.complete(
+                    s.user, uri, text, cursor, sampling, doc.language_id or "", True if s.multiline else None, ls.context(uri)
+                ),
                 s.timeout_ms / 1000,
             )
         except asyncio.TimeoutError:

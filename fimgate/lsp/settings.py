@@ -16,6 +16,8 @@ class LspSettings:
     timeout_ms: int = 5000  # past this the editor gets no suggestion rather than a wait
     max_predict_ms: int = 200  # once this long after the first token, end at the next complete line (0: no budget)
     user: str = "local"
+    context_chars: int = 3000  # other open documents' text around their last edit, shown before this one (0: none)
+    context_exclude: tuple[str, ...] = ()  # globs of documents never used as context nor completed in (besides secrets)
 
     def update(self, raw: dict | None) -> "LspSettings":
         """Apply a client's settings; unknown keys are ignored, bad values keep the old ones."""
@@ -34,6 +36,8 @@ class LspSettings:
             "timeoutMs": "timeout_ms",
             "maxPredictMs": "max_predict_ms",
             "user": "user",
+            "contextChars": "context_chars",
+            "contextExclude": "context_exclude",
         }
         for key, attr in keys.items():
             if key not in raw:
@@ -43,6 +47,9 @@ class LspSettings:
             if attr in ("gateway", "model"):
                 ok = value is None or isinstance(value, str)
                 value = value or None
+            elif isinstance(current, tuple):
+                ok = isinstance(value, list) and len(value) <= 256 and all(isinstance(g, str) and len(g) <= 256 for g in value)
+                value = tuple(value) if ok else current
             elif isinstance(current, bool):
                 ok = isinstance(value, bool)
             elif isinstance(current, int):

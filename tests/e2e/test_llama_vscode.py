@@ -10,13 +10,12 @@ Skipped without the toolchain unless FIMGATE_E2E_VSCODE=1 (CI sets it).
 import json
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 
 from fimgate.bench.served import start_serve
 from fimgate.bench.vscode_rig import LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server, drive
+from tests.e2e.recorder import Recorder
 
 VSIX = LLAMA_VSCODE_VSIX
 SOURCE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fib\n\n\nprint(fibonacci(10))\n"
@@ -25,52 +24,6 @@ NOTES = "fibonacci numbers: each is the sum of the two before it\n"
 ready = all(os.path.exists(p) for p in (*TOOLCHAIN, VSIX))
 if not ready and os.environ.get("FIMGATE_E2E_VSCODE") != "1":
     pytest.skip("run tests/e2e/vscode/setup.sh first (builds llama.vscode from ../shared)", allow_module_level=True)
-
-
-class Recorder(ThreadingHTTPServer):
-    """Forwards every request to the gateway as it came and keeps (method, path, body, status, answer)."""
-
-    daemon_threads = True
-
-    def __init__(self, upstream: str):
-        super().__init__(("127.0.0.1", 0), _Forward)
-        self.upstream = upstream
-        self.log: list[dict] = []
-        self.lock = threading.Lock()
-
-
-class _Forward(BaseHTTPRequestHandler):
-    def _forward(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization")}
-        r = httpx.request(self.command, self.server.upstream + self.path, content=body, headers=headers, timeout=120)
-        with self.server.lock:
-            self.server.log.append(
-                {
-                    "method": self.command,
-                    "path": self.path,
-                    "request": _json(body),
-                    "status": r.status_code,
-                    "answer": _json(r.content),
-                }
-            )
-        self.send_response(r.status_code)
-        self.send_header("Content-Type", r.headers.get("content-type", "application/json"))
-        self.send_header("Content-Length", str(len(r.content)))
-        self.end_headers()
-        self.wfile.write(r.content)
-
-    do_GET = do_POST = _forward
-
-    def log_message(self, *args):
-        pass
-
-
-def _json(raw: bytes):
-    try:
-        return json.loads(raw) if raw else None
-    except ValueError:
-        return raw[:200].decode("utf-8", "replace")
 
 
 def _brief(e: dict) -> str:

@@ -170,3 +170,40 @@ def test_time_budget_ends_a_multiline_suggestion_at_a_complete_line(url):
     assert cut["usage"]["completion_tokens"] < whole["usage"]["completion_tokens"]
     bad = httpx.post(url + "/v1/completions", json={**body, "max_predict_ms": "200"}, timeout=30)
     assert bad.status_code == 400
+
+
+UTIL = (
+    "def clamp(value, low, high):\n    return max(low, min(value, high))\n\n\n"
+    "def mean(values):\n    return sum(values) / len(values)\n"
+)
+MODELS = (
+    "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+    "    def norm(self):\n        return (self.x ** 2 + self.y ** 2) ** 0.5\n"
+)
+
+
+def test_context_from_other_files_on_completions_is_reused_when_it_changes(url):
+    """input_extra on /v1/completions reaches the prompt; typing keeps it a prefix hit; dropping a
+    chunk re-anchors without a full prefill (the rest of the prompt is reused, shifted)."""
+
+    def ask(prompt, extra, document="ctx.py"):
+        body = {"prompt": prompt, "suffix": SUFFIX, "max_tokens": 4, "user": "ctx", "document": document, "input_extra": extra}
+        r = httpx.post(url + "/v1/completions", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        return r.json()["fimgate"]
+
+    chunks = [{"filename": "util.py", "text": UTIL}, {"filename": "models.py", "text": MODELS}]
+    bare = ask(PREFIX, [], document="no-ctx.py")
+    first = ask(PREFIX, chunks)
+    assert first["prompt_tokens"] > bare["prompt_tokens"] + 60  # both files are in the prompt
+    typed = ask(PREFIX + "fib", chunks)
+    assert typed["cached_tokens"]["prefix"] >= first["prompt_tokens"] - 2 and typed["prefilled_tokens"] <= 8
+    dropped = ask(PREFIX + "fib", chunks[1:])
+    assert dropped["cached_tokens"]["shifted"] > 0
+    assert dropped["prefilled_tokens"] < 0.5 * dropped["prompt_tokens"]
+
+
+def test_context_over_its_budget_is_a_400(url):
+    extra = [{"filename": f"f{i}.py", "text": "x" * 40_000} for i in range(30)]
+    r = httpx.post(url + "/v1/completions", json={"prompt": "x", "input_extra": extra}, timeout=60)
+    assert r.status_code == 400 and "input_extra" in r.json()["error"]["message"]

@@ -1,8 +1,27 @@
 // HTTP client of the fimgate gateway: a streamed /v1/completions request. A cancelled request
 // aborts its HTTP request, and the gateway's cancel-previous stops the generation for that document.
-import { Settings, SseParser, requestBody } from "./logic";
+import { Chunk, Settings, SseParser, requestBody } from "./logic";
 
 export class GatewayError extends Error {}
+
+function post(s: Settings, body: Record<string, unknown>, signal?: AbortSignal): Promise<Response> {
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (s.apiKey) {
+    headers["authorization"] = `Bearer ${s.apiKey}`;
+  }
+  return fetch(`${s.gatewayUrl.replace(/\/$/, "")}/v1/completions`, { method: "POST", headers, body: JSON.stringify(body), signal });
+}
+
+/**
+ * Pre-warm: the gateway prefills the prompt for this cursor (no tokens decoded; in chunks that
+ * yield to anyone typing), so the first key there is a prefix hit. Best effort: errors are ignored.
+ */
+export function warmUp(uri: string, text: string, offset: number, s: Settings, context: Chunk[]): void {
+  post(s, { ...requestBody(uri, text, offset, s, context), max_tokens: 0, stream: false }).then(
+    (r) => r.body?.cancel(),
+    () => undefined,
+  );
+}
 
 /**
  * Ask for a suggestion and hand each streamed piece to `onPiece`; resolves with whether the
@@ -14,21 +33,13 @@ export async function streamCompletion(
   text: string,
   offset: number,
   s: Settings,
+  context: Chunk[],
   signal: AbortSignal,
   onPiece: (piece: string) => void,
 ): Promise<boolean> {
-  const headers: Record<string, string> = { "content-type": "application/json" };
-  if (s.apiKey) {
-    headers["authorization"] = `Bearer ${s.apiKey}`;
-  }
   let res: Response;
   try {
-    res = await fetch(`${s.gatewayUrl.replace(/\/$/, "")}/v1/completions`, {
-      method: "POST",
-      headers,
-      body: JSON.stringify(requestBody(uri, text, offset, s)),
-      signal,
-    });
+    res = await post(s, requestBody(uri, text, offset, s, context), signal);
   } catch (e) {
     if ((e as Error).name === "AbortError") {
       return false;

@@ -1,14 +1,16 @@
 // fimgate for VS Code: inline completions from a fimgate gateway, with cancellation, a status bar
 // item, a cache of recent suggestions that answers typing through one, and coming back to where
 // one was made, without a request, and suggestions that show their first part while the rest is
-// still being decoded (it appears when complete, through the cache).
+// still being decoded (it appears when complete, through the cache). Context: a ring of chunks
+// from the files the person worked in (where the cursor was in the file they left), sent before
+// the current file; files matching secret patterns are never read for it, and get no completions.
 import * as vscode from "vscode";
-import { streamCompletion } from "./client";
-import { Growing, Settings, Status, SuggestionCache, debounce, lineRest, statusText } from "./logic";
+import { streamCompletion, warmUp } from "./client";
+import { ContextRing, Growing, Settings, Status, SuggestionCache, chunkLines, debounce, isSecret, lineRest, statusText } from "./logic";
 
 let status: vscode.StatusBarItem;
 
-function settings(): Settings & { enabled: boolean } {
+function settings(): Settings & { enabled: boolean; contextExclude: string[] } {
   const c = vscode.workspace.getConfiguration("fimgate");
   return {
     gatewayUrl: c.get("gatewayUrl", "http://127.0.0.1:8418"),
@@ -18,6 +20,8 @@ function settings(): Settings & { enabled: boolean } {
     cacheEntries: c.get("cacheEntries", 32),
     maxPredictMs: c.get("maxPredictMs", 200),
     showPartialAfterMs: c.get("showPartialAfterMs", 0),
+    contextChars: c.get("contextChars", 3000),
+    contextExclude: c.get("contextExclude", [] as string[]),
     enabled: c.get("enabled", true),
   };
 }
@@ -35,6 +39,31 @@ export function activate(context: vscode.ExtensionContext): void {
   show(settings().enabled ? { kind: "active" } : { kind: "off" });
   status.show();
   let cache = new SuggestionCache(settings().cacheEntries);
+  let ring = new ContextRing(settings().contextChars);
+  const name = (doc: vscode.TextDocument): string => vscode.workspace.asRelativePath(doc.uri, false);
+  const WRITTEN = new Set(["output", "debug", "git", "vscode-settings", "vscode-userdata"]); // not files a person writes
+  const secret = (doc: vscode.TextDocument): boolean => isSecret(doc.uri.path, settings().contextExclude);
+  const private_ = (doc: vscode.TextDocument): boolean => secret(doc) || WRITTEN.has(doc.uri.scheme);
+
+  // Leaving a file: the lines around its cursor join the context. Arriving: pre-warm there.
+  let current = vscode.window.activeTextEditor;
+  const switched = (next: vscode.TextEditor | undefined): void => {
+    const left = current;
+    if (!next || next.document === left?.document) {
+      return; // focus left the editors, or came back to the same file
+    }
+    current = next;
+    if (left && !left.document.isClosed && !private_(left.document)) {
+      const [first, last] = chunkLines(left.selection.active.line, left.document.lineCount);
+      const range = new vscode.Range(first, 0, last, left.document.lineAt(last).text.length);
+      ring.add(name(left.document), first, last, left.document.getText(range));
+    }
+    const s = settings();
+    if (s.enabled && !private_(next.document)) {
+      const doc = next.document;
+      warmUp(doc.uri.toString(), doc.getText(), doc.offsetAt(next.selection.active), s, ring.forDocument(name(doc)));
+    }
+  };
   // per document: the suggestion still streaming, and where it was asked for
   const growing = new Map<string, { abort: AbortController; prefix: string; rest: string; grow: Growing }>();
 
@@ -55,7 +84,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const provider: vscode.InlineCompletionItemProvider = {
     async provideInlineCompletionItems(document, position, _context, token) {
       const s = settings();
-      if (!s.enabled) {
+      if (!s.enabled || secret(document)) {
         return [];
       }
       const text = document.getText();
@@ -88,7 +117,7 @@ export function activate(context: vscode.ExtensionContext): void {
       const grow = new Growing(s.showPartialAfterMs);
       growing.set(uri, { abort, prefix, rest, grow });
       const sub = token.onCancellationRequested(() => abort.abort());
-      streamCompletion(uri, text, offset, s, abort.signal, (piece) => grow.add(piece)).then(
+      streamCompletion(uri, text, offset, s, ring.forDocument(name(document)), abort.signal, (piece) => grow.add(piece)).then(
         (complete) => grow.end(complete),
         (e) => grow.fail(e as Error),
       );
@@ -124,11 +153,13 @@ export function activate(context: vscode.ExtensionContext): void {
   context.subscriptions.push(
     status,
     vscode.languages.registerInlineCompletionItemProvider({ pattern: "**" }, provider),
+    vscode.window.onDidChangeActiveTextEditor(switched),
     vscode.commands.registerCommand("fimgate.toggle", async () => {
       const c = vscode.workspace.getConfiguration("fimgate");
       const on = !c.get("enabled", true);
       await c.update("enabled", on, vscode.ConfigurationTarget.Global);
       cache = new SuggestionCache(settings().cacheEntries);
+      ring = new ContextRing(settings().contextChars);
       show(on ? { kind: "active" } : { kind: "off" });
     }),
   );

@@ -58,18 +58,102 @@ export interface Settings {
   cacheEntries: number;
   maxPredictMs: number;
   showPartialAfterMs: number;
+  contextChars: number;
 }
 
 /** The /v1/completions body for a cursor in a document. */
-export function requestBody(uri: string, text: string, offset: number, s: Settings): Record<string, unknown> {
+export function requestBody(uri: string, text: string, offset: number, s: Settings, context: Chunk[] = []): Record<string, unknown> {
   return {
     prompt: text.slice(0, offset),
     suffix: text.slice(offset),
     max_tokens: s.maxTokens,
     ...(s.maxPredictMs > 0 ? { max_predict_ms: s.maxPredictMs } : {}),
+    ...(context.length ? { input_extra: context } : {}),
     document: uri,
     stream: true,
   };
+}
+
+/** Text from another file, sent before the current one (the gateway's input_extra). */
+export interface Chunk {
+  filename: string;
+  text: string;
+}
+
+/**
+ * Files whose text never leaves the editor: not as context, and no completions inside them.
+ * Matched against the path's file name (and, for the key folders, its directories), case-insensitively.
+ */
+export const SECRET_PATTERNS = [
+  ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.kdbx",
+  "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".npmrc", ".pypirc", ".netrc", ".git-credentials",
+  ".htpasswd", "*credential*", "*secret*", ".ssh/*", ".aws/*", ".gnupg/*", ".docker/config.json", ".kube/config",
+];
+
+function globToRegExp(glob: string): RegExp {
+  const body = glob
+    .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+    .replace(/\*\*\//g, "\u0000")
+    .replace(/\*\*/g, "\u0001")
+    .replace(/\*/g, "[^/]*")
+    .replace(/\?/g, "[^/]")
+    .replace(/\u0000/g, "(.*/)?")
+    .replace(/\u0001/g, ".*");
+  return new RegExp(`(^|/)${body}$`, "i");
+}
+
+/** Whether a file (a path or file URI) matches a secret pattern or one of `exclude` (globs on its path). */
+export function isSecret(path: string, exclude: string[] = []): boolean {
+  let p = path.replace(/^file:\/\//, "").replace(/\\/g, "/");
+  try {
+    p = decodeURIComponent(p);
+  } catch {
+    // not percent-encoded: match it as it is
+  }
+  return [...SECRET_PATTERNS, ...exclude].some((g) => globToRegExp(g).test(p));
+}
+
+/**
+ * A bounded, deduplicated ring of chunks from the files a person worked in, oldest first: the
+ * order the gateway shows them in, so a new chunk changes the end of the context, not its start
+ * (the gateway reuses what stayed). A chunk overlapping an earlier one of the same file replaces it.
+ */
+export class ContextRing {
+  private chunks: { filename: string; first: number; last: number; text: string }[] = [];
+
+  constructor(
+    private readonly maxChars = 3000,
+    private readonly maxChunks = 8,
+  ) {}
+
+  /** Lines first..last (0-based, inclusive) of a file: `text`. */
+  add(filename: string, first: number, last: number, text: string): void {
+    if (!text.trim() || this.maxChars <= 0) {
+      return;
+    }
+    text = text.slice(0, this.maxChars);
+    this.chunks = this.chunks.filter((c) => !(c.filename === filename && c.first <= last && first <= c.last) && c.text !== text);
+    this.chunks.push({ filename, first, last, text });
+    let total = this.chunks.reduce((n, c) => n + c.text.length, 0);
+    while (this.chunks.length > this.maxChunks || total > this.maxChars) {
+      total -= this.chunks.shift()!.text.length;
+    }
+  }
+
+  /** The chunks to send with a completion in `current` (its own chunks are left out: its text is sent anyway). */
+  forDocument(current: string): Chunk[] {
+    return this.chunks.filter((c) => c.filename !== current).map((c) => ({ filename: c.filename, text: c.text }));
+  }
+
+  clear(): void {
+    this.chunks = [];
+  }
+}
+
+/** The lines around `line` that a chunk holds: `radius` above and below, within the document. */
+export function chunkLines(line: number, lineCount: number, radius = 16): [number, number] {
+  const first = Math.max(0, Math.min(line - radius, lineCount - 1 - 2 * radius));
+  return [first, Math.min(lineCount - 1, first + 2 * radius)];
 }
 
 /** Server-sent events as they arrive in pieces: feed() returns the payloads of the events it completed. */

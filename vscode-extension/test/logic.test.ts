@@ -1,5 +1,5 @@
 import * as assert from "assert";
-import { Growing, SseParser, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
+import { ContextRing, Growing, SseParser, chunkLines, isSecret, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
@@ -36,9 +36,9 @@ describe("lineRest", () => {
 
 describe("requestBody", () => {
   it("splits the document at the cursor and names the document", () => {
-    const body = requestBody("file:///a.py", "abcdef", 2, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 0, showPartialAfterMs: 0 });
+    const body = requestBody("file:///a.py", "abcdef", 2, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 0, showPartialAfterMs: 0, contextChars: 0 });
     assert.deepStrictEqual(body, { prompt: "ab", suffix: "cdef", max_tokens: 7, document: "file:///a.py", stream: true });
-    const timed = requestBody("u", "ab", 1, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 200, showPartialAfterMs: 0 });
+    const timed = requestBody("u", "ab", 1, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 200, showPartialAfterMs: 0, contextChars: 0 });
     assert.strictEqual(timed.max_predict_ms, 200);
   });
 });
@@ -102,5 +102,45 @@ describe("Growing", () => {
     const broken = new Growing(0);
     broken.fail(new Error("gateway down"));
     await assert.rejects(broken.first, /gateway down/);
+  });
+});
+
+describe("isSecret", () => {
+  it("matches secret files by name, in key folders, and the person's own globs", () => {
+    for (const p of ["/w/.env", "/w/.env.local", "/w/prod.env", "/w/certs/server.pem", "/w/tls.key", "/home/u/.ssh/id_ed25519",
+      "/home/u/.aws/credentials", "/w/.npmrc", "file:///w/config/client_secret.json", "/w/app/Credentials.yml", "C:\\w\\.env"]) {
+      assert.strictEqual(isSecret(p), true, p);
+    }
+    for (const p of ["/w/app.py", "/w/src/environment.ts", "/w/keyboard.py", "/w/tokenizer.py", "/w/docs/env.md"]) {
+      assert.strictEqual(isSecret(p), false, p);
+    }
+    assert.strictEqual(isSecret("/w/vendor/lib/a.py", ["**/vendor/**"]), true);
+    assert.strictEqual(isSecret("/w/src/a.py", ["**/vendor/**"]), false);
+  });
+});
+
+describe("ContextRing", () => {
+  it("keeps chunks oldest first, replaces overlapping ones of a file, and stays within its budget", () => {
+    const r = new ContextRing(100, 3);
+    r.add("a.py", 0, 10, "A".repeat(30));
+    r.add("b.py", 0, 10, "B".repeat(30));
+    assert.deepStrictEqual(r.forDocument("c.py").map((c) => c.filename), ["a.py", "b.py"]);
+    r.add("a.py", 5, 15, "a".repeat(30)); // overlaps a.py's chunk: replaces it, now newest
+    assert.deepStrictEqual(r.forDocument("c.py").map((c) => c.text[0]), ["B", "a"]);
+    assert.deepStrictEqual(r.forDocument("a.py").map((c) => c.filename), ["b.py"]); // the current file's own chunks stay out
+    r.add("c.py", 0, 10, "C".repeat(50)); // over 100 characters: the oldest goes
+    assert.deepStrictEqual(r.forDocument("x").map((c) => c.text[0]), ["a", "C"]);
+    r.add("d.py", 0, 1, "   "); // nothing to show: not added
+    assert.strictEqual(r.forDocument("x").length, 2);
+    const off = new ContextRing(0);
+    off.add("a.py", 0, 1, "x = 1");
+    assert.deepStrictEqual(off.forDocument("b.py"), []);
+  });
+
+  it("takes the lines around the cursor, moved inside the document", () => {
+    assert.deepStrictEqual(chunkLines(50, 200, 16), [34, 66]);
+    assert.deepStrictEqual(chunkLines(2, 200, 16), [0, 32]);
+    assert.deepStrictEqual(chunkLines(199, 200, 16), [167, 199]);
+    assert.deepStrictEqual(chunkLines(3, 10, 16), [0, 9]);
   });
 });

@@ -3,7 +3,8 @@
 // save, and measure keystroke -> ghost text. Prints one JSON line of results.
 // usage: node drive.js URL FILE_NAME OUT_DIR TRIALS [OPTIONS_JSON]
 // OPTIONS_JSON: {"status": text of the extension's status bar item (default "fimgate"),
-//                "openFirst": a file to open before FILE_NAME (an extension that activates on its language),
+//                "openFirst": a file (or a list of files) to open before FILE_NAME, in turn (an extension that
+//                             activates on its language; files whose text may become context),
 //                "closeTab": the title of a page the extension opens on its first start, to wait for and close}
 const { chromium } = require("playwright-core");
 const fs = require("fs");
@@ -68,7 +69,7 @@ async function main() {
     await page.waitForSelector(".monaco-workbench", { timeout: 120000 });
     await page.locator(".explorer-folders-view .monaco-list-row").first().waitFor({ timeout: 120000 });
     // only to activate the extension: no focus needed (its first-start page may replace the editor meanwhile)
-    if (options.openFirst) await openFromExplorer(page, options.openFirst, false);
+    for (const name of [].concat(options.openFirst || [])) await openFromExplorer(page, name, false);
     // the extension's status bar item says it is active: before that, keystrokes can be lost
     const status = page.locator(".statusbar-item", { hasText: options.status || "fimgate" });
     await status.first().waitFor({ timeout: 120000 });

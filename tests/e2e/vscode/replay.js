@@ -4,7 +4,8 @@
 // usage: node replay.js URL STEPS_JSON OUT_JSON [OPTIONS_JSON]
 // steps: {op: "open", file, text, first} | {op: "move", line, col} | {op: "delete", line, col, length}
 //        | {op: "key", text, wait_ms} | {op: "paste", text, wait_ms} | {op: "save"}   (line, col 1-based)
-// OPTIONS_JSON: {"status": the extension's status bar text, "openFirst": a file to open first}
+// OPTIONS_JSON: {"status": the extension's status bar text, "openFirst": a top-level file to open first,
+//                "closeTab": the title of a page the extension opens on its first start, to wait for and close}
 const { chromium } = require("playwright-core");
 const fs = require("fs");
 
@@ -76,8 +77,17 @@ async function main() {
   try {
     await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120000 });
     await page.waitForSelector(".monaco-workbench", { timeout: 120000 });
-    if (options.openFirst) await quickOpen(page, options.openFirst);
+    if (options.openFirst) {
+      // only to activate the extension (its language): a click in the Explorer, no focus needed
+      await page.locator(".explorer-folders-view .monaco-list-row", { hasText: options.openFirst }).first().click();
+    }
     await page.locator(".statusbar-item", { hasText: options.status || "fimgate" }).first().waitFor({ timeout: 120000 });
+    if (options.closeTab) {
+      const tab = page.locator(".tabs-container .tab", { hasText: options.closeTab });
+      await tab.first().waitFor({ timeout: 120000 });
+      await tab.first().click({ button: "middle" });
+      await tab.first().waitFor({ state: "detached", timeout: 30000 });
+    }
     for (const s of steps) {
       if (s.op === "open") {
         await quickOpen(page, s.file);

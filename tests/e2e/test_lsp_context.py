@@ -1,0 +1,75 @@
+"""`fimgate lsp` with context from the other open documents, and secrets: a protocol-level client
+(pytest-lsp) opens a `.env` file, a module it edits, and the file it types in; the server runs
+against `fimgate serve` through a recording proxy. The module's lines reach the gateway as
+`input_extra`; nothing of the `.env` file is ever sent (no pre-warm, no context, no completion)."""
+
+import json
+import sys
+import threading
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from fimgate.bench.served import start_serve
+from tests.e2e.recorder import Recorder
+
+SECRET = "sk-live-hunter2-93f1c0de"
+FILES = {
+    "file:///w/.env": f"API_KEY={SECRET}\n",
+    "file:///w/util.py": "def memo(f):\n    cache = {}\n    return cache\n",
+    "file:///w/fib.py": "def fibonacci(n):\n    if n < 2:\n        return n\n    return fib\n",
+}
+PROXY: list[Recorder] = []
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "fimgate", "lsp"]))
+async def client(lsp_client: LanguageClient):
+    gateway, url = start_serve()
+    proxy = Recorder(url)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    PROXY.append(proxy)
+    options = {"fimgate": {"gateway": f"http://127.0.0.1:{proxy.server_address[1]}", "debounceMs": 0, "maxTokens": 8}}
+    lsp_client.init_result = await lsp_client.initialize_session(
+        types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options=options)
+    )
+    yield
+    await lsp_client.shutdown_session()
+    proxy.shutdown()
+    gateway.terminate()
+    gateway.wait(timeout=10)
+
+
+async def _inline(client, uri, line, character):
+    return await client.text_document_inline_completion_async(
+        types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=character),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        )
+    )
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_other_documents_are_context_and_secrets_never_leave(client: LanguageClient):
+    for uri, text in FILES.items():
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(uri=uri, language_id="", version=1, text=text))
+        )
+    edit = types.TextDocumentContentChangePartial(
+        range=types.Range(types.Position(2, 16), types.Position(2, 16)), text="  # memo"
+    )
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(types.VersionedTextDocumentIdentifier(uri="file:///w/util.py", version=2), [edit])
+    )
+    assert await _inline(client, "file:///w/.env", 0, 8) is None  # no completion inside a secret file
+    result = await _inline(client, "file:///w/fib.py", 3, 14)
+    assert result is not None and result.items and result.items[0].insert_text.strip()
+    log = PROXY[0].log
+    asks = [e["request"] for e in log if e["path"] == "/v1/completions"]
+    typed = [q for q in asks if q["document"].endswith("fib.py") and q["max_tokens"] > 0]
+    assert typed and all([c["filename"] for c in q["input_extra"]] == ["util.py"] for q in typed)
+    assert "cache = {}" in typed[-1]["input_extra"][0]["text"] and "# memo" in typed[-1]["input_extra"][0]["text"]
+    assert not any(q["document"].endswith(".env") for q in asks)
+    assert SECRET not in json.dumps(log)
