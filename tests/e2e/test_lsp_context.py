@@ -30,7 +30,9 @@ async def client(lsp_client: LanguageClient):
     proxy = Recorder(url)
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     PROXY.append(proxy)
-    options = {"fimgate": {"gateway": f"http://127.0.0.1:{proxy.server_address[1]}", "debounceMs": 0, "maxTokens": 8}}
+    options = {
+        "fimgate": {"gateway": f"http://127.0.0.1:{proxy.server_address[1]}", "debounceMs": 0, "maxTokens": 8, "timeoutMs": 60000}
+    }
     lsp_client.init_result = await lsp_client.initialize_session(
         types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options=options)
     )
