@@ -38,6 +38,7 @@ class FimLanguageServer(LanguageServer):
         self._latest: dict[str, int] = {}  # uri -> id of the newest inline request
         self._counter = 0
         self.touched = Touched()
+        self.warming: dict[str, asyncio.Future] = {}  # uri -> its didOpen pre-warm, while it runs
 
     async def completer(self):
         if self._completer is None:
@@ -92,14 +93,22 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         ls.touched.touch(doc.uri, 0)
         if ls.secret(doc.uri):
             return
-        try:
+
+        async def prewarm():
             completer = await ls.completer()
-            context = ls.context(doc.uri)
+            sampling = SamplingParams(max_tokens=0)
             await completer.complete(
-                ls.settings.user, doc.uri, doc.text, 0, SamplingParams(max_tokens=0), doc.language_id or "", None, context
+                ls.settings.user, doc.uri, doc.text, 0, sampling, doc.language_id or "", None, ls.context(doc.uri)
             )
+
+        warming = ls.warming[doc.uri] = asyncio.ensure_future(prewarm())  # before any await: see inline_completion
+        try:
+            await warming
         except Exception as e:  # pre-warming is best effort; never an error in the editor
             log.warning("pre-warm failed for %s: %s", doc.uri, e)
+        finally:
+            if ls.warming.get(doc.uri) is warming:
+                del ls.warming[doc.uri]
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: FimLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -121,6 +130,9 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
             return None  # superseded while debouncing
         if uri not in ls.workspace.text_documents or ls.secret(uri):
             return None  # never opened (no reading files behind the editor's back), or a secret
+        warming = ls.warming.get(uri)
+        if warming is not None:  # sent after it, the pre-warm would supersede this request: let it finish
+            await asyncio.wait([warming], timeout=s.timeout_ms / 1000)
         doc = ls.workspace.get_text_document(uri)
         text = doc.source
         cursor = position_to_offset(text, params.position.line, params.position.character)
