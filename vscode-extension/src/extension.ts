@@ -53,7 +53,8 @@ export function activate(context: vscode.ExtensionContext): void {
       return; // focus left the editors, or came back to the same file
     }
     current = next;
-    if (left && !left.document.isClosed && !private_(left.document)) {
+    // (a preview tab replaced by the next file has closed its document by now: its text is still readable)
+    if (left && !private_(left.document)) {
       const [first, last] = chunkLines(left.selection.active.line, left.document.lineCount);
       const range = new vscode.Range(first, 0, last, left.document.lineAt(last).text.length);
       ring.add(name(left.document), first, last, left.document.getText(range));
