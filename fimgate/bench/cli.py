@@ -95,11 +95,22 @@ def add_parsers(b) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=cmd_bench_make_trace)
 
-    s = b.add_parser("quality", help="HumanEval infilling: pass@1, exact match, edit similarity per strategy")
+    s = b.add_parser(
+        "quality", help="HumanEval infilling, or holes from a repository's history (--dataset repo): quality per strategy"
+    )
     engine_args(s)
-    s.add_argument("--dataset", choices=["single-line", "multi-line"], default="single-line")
-    s.add_argument("--limit", type=int, default=None, help="problems, spread evenly over the set")
-    s.add_argument("--strategies", default="no-cache,efim")
+    s.add_argument("--dataset", choices=["single-line", "multi-line", "repo"], default="single-line")
+    s.add_argument("--limit", type=int, default=None, help="problems, spread evenly over the set (repo: holes, default 30)")
+    s.add_argument(
+        "--strategies",
+        default=None,
+        help="default no-cache,efim; for --dataset repo: rows of fimgate/bench/repo_quality.py "
+        "(default no-context,context,reuse-add,reuse-drop,reuse-reorder; reuse rows take :SHARE)",
+    )
+    s.add_argument(
+        "--repo", default=None, help="--dataset repo: a git repository or bundle (default ../shared/repos/flask-301.bundle)"
+    )
+    s.add_argument("--context-chars", type=int, default=3000, help="--dataset repo: the context budget, as the extension's")
     s.add_argument(
         "--perturb", choices=["edit-above"], default=None, help="cache the file, then insert a line above the hole before asking"
     )

@@ -232,12 +232,54 @@ def precision(a) -> str:
     return a.dtype if prefill == "float32" else f"{a.dtype}+{prefill}-prompts"
 
 
+def cmd_bench_repo_quality(a) -> int:
+    import subprocess
+
+    from fimgate.bench.checkout import SHARED
+    from fimgate.bench.repo_quality import ROWS, parse_row, run_repo_quality
+    from fimgate.bench.workloads.repo_holes import Repo, mine_holes
+    from fimgate.efim.templates import TEMPLATES, template_for_model
+
+    rows = [r.strip() for r in (a.strategies or ",".join(ROWS)).split(",") if r.strip()]
+    try:
+        for r in rows:
+            parse_row(r)
+        repo = Repo(a.repo or str(SHARED / "repos" / "flask-301.bundle"))
+        holes = mine_holes(repo, a.limit or 30, budget_chars=a.context_chars)
+    except (ValueError, OSError, subprocess.CalledProcessError) as e:
+        raise UserError(f"--dataset repo: {e}") from None
+    if not holes:
+        raise UserError("no holes found: no commit added a line that uses a name imported from the repository")
+    engine = load_engine(a)
+    if a.template and a.template not in TEMPLATES:
+        raise UserError(f"unknown template {a.template!r}; known: {', '.join(TEMPLATES)}")
+    tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
+    result = run_repo_quality(engine, tmpl, holes, rows, a.max_tokens)
+    for row in result.values():
+        row.pop("completions", None)
+    result["settings"] = {
+        "dataset": "repo",
+        "repo": a.repo or "../shared/repos/flask-301.bundle",
+        "holes": len(holes),
+        "context_chars": a.context_chars,
+        "context_chunks_mean": round(sum(len(h.context) for h in holes) / len(holes), 2),
+        "template": tmpl.name,
+        "model": engine.model_name,
+        "dtype": a.dtype,
+    }
+    emit(result, a.json)
+    return 0
+
+
 def cmd_bench_quality(a) -> int:
     from fimgate.bench.peers.registry import peer_strategies
     from fimgate.bench.quality import run_quality, same_share
     from fimgate.bench.workloads.humaneval import load
     from fimgate.efim.templates import TEMPLATES, template_for_model
 
+    if a.dataset == "repo":
+        return cmd_bench_repo_quality(a)
+    a.strategies = a.strategies or "no-cache,efim"
     strategies = checked_strategies(a)
     check_peer_strategies(a, strategies)
     b = argparse.Namespace(

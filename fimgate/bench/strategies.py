@@ -56,7 +56,7 @@ class Strategy:
         uid = f"{self.name}/{user}"
         if self.kind == "no-cache":
             n = next(self._fresh)
-            p = self.planner.plan(EditorState(f"{uid}/{n}", f"{n}", state.text, state.cursor, path=state.path), sampling)
+            p = self.planner.plan(replace(state, user_id=f"{uid}/{n}", document_id=f"{n}"), sampling)
             self.planner.forget(f"{uid}/{n}", f"{n}")
             return p
         if self.kind == "psm-prefix":
@@ -68,7 +68,7 @@ class Strategy:
                 sampling=sampling,
                 stop_token_ids=self.planner.stop_token_ids,
             )
-        return self.planner.plan(EditorState(uid, state.document_id, state.text, state.cursor, path=state.path), sampling)
+        return self.planner.plan(replace(state, user_id=uid), sampling)
 
 
 def served(strategy, backend) -> tuple[CompletionService, "Planning"]:
