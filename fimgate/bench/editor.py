@@ -4,8 +4,9 @@ an extension pointed at `fimgate serve`; for every key: the time until ghost tex
 none before the next key; the text shown; whether the person's next typed text starts with it
 (useful). Several clients run one after another against the same server, in one run: fimgate's
 extension with its earlier settings (its own 120 ms debounce, a one-suggestion cache, no time
-budget, whole suggestions only), showing only whole suggestions, and as it is now (a suggestion's
-first part shown as soon as it arrives, the rest when complete), and llama.vscode 0.0.63 unchanged.
+budget, whole suggestions only), showing only whole suggestions, without context from other
+files, and as it is now (a suggestion's first part shown as soon as it arrives, the rest when
+complete; context from the files left), and llama.vscode 0.0.63 unchanged.
 
 Percentiles are over every key: a key with no ghost text before the next key sorts last (it was
 never seen), so a client is not rewarded for showing less.
