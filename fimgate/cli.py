@@ -39,6 +39,29 @@ def cmd_models(a) -> int:
     return 0
 
 
+def cmd_stats(a) -> int:
+    """What people were shown and took, from a running gateway (GET /v1/events/summary)."""
+    import httpx
+
+    headers = {"authorization": f"Bearer {a.api_key}"} if a.api_key else {}
+    try:
+        r = httpx.get(a.url.rstrip("/") + "/v1/events/summary", params={"user": a.user} if a.user else {}, headers=headers)
+    except httpx.HTTPError as e:
+        raise UserError(f"cannot reach {a.url}: {e}") from None
+    if r.status_code != 200:
+        raise UserError(f"{a.url} answered {r.status_code}: {r.text[:200]}")
+    s = r.json()
+    if a.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    print(f"user {s['user']}")
+    print(f"{'language':12s} {'shown':>7s} {'accepted':>9s} {'rate':>6s} {'chars':>8s} {'dismissed':>10s}")
+    for lang, t in [*s["by_language"].items(), ("all", s["total"])]:
+        rate = "-" if t["acceptance_rate"] is None else f"{t['acceptance_rate']:.0%}"
+        print(f"{lang:12s} {t['shown']:7d} {t['accepted']:9d} {rate:>6s} {t['accepted_chars']:8d} {t['dismissed']:10d}")
+    return 0
+
+
 def _read_source(path: str) -> str:
     if not os.path.isfile(path):
         raise UserError(f"no such file: {path}")
@@ -189,6 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("models", help="what can be loaded")
     s.set_defaults(func=cmd_models)
+
+    s = sub.add_parser("stats", help="suggestions shown, accepted and dismissed, per language, from a running gateway")
+    s.add_argument("--url", default="http://127.0.0.1:8418")
+    s.add_argument("--api-key", default=os.environ.get("FIMGATE_API_KEY"), help="the key whose user to show")
+    s.add_argument("--user", default=None, help="on a gateway without keys: the user to show (default: local)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_stats)
     from fimgate.bench.cli import add_parsers
 
     add_parsers(sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True))

@@ -31,12 +31,14 @@ from fimgate.backend.base import (
     TextDelta,
     last_finished,
 )
+from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState
 from fimgate.efim.templates import ContextChunk
 from fimgate.gateway.auth import ApiKeys, KeyError401
 from fimgate.gateway.body_limit import BodyLimit
+from fimgate.gateway.events import Events
 from fimgate.gateway.llama_infill import infill_request, infill_response, props
-from fimgate.gateway.protocol import CompletionRequest, InfillRequest
+from fimgate.gateway.protocol import CompletionRequest, EventRequest, InfillRequest
 from fimgate.gateway.service import CompletionService, Shape
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -85,6 +87,7 @@ def create_app(
         BodyLimit, max_bytes=MAX_BODY_BYTES, read_timeout_s=read_timeout_s, max_undeclared_bytes=MAX_UNDECLARED_BODY_BYTES
     )
     metrics = _Metrics()
+    acceptance = Events(metrics.registry)  # what people were shown and took (gateway/events.py)
     model_name = service.backend.model_name
 
     @app.exception_handler(RequestValidationError)
@@ -112,7 +115,14 @@ def create_app(
         return error(401, str(exc), kind="authentication_error", code="invalid_api_key")
 
     async def run(
-        state: EditorState, sampling: SamplingParams, stream: bool, shape, endpoint: str, request: Request, form: Shape
+        state: EditorState,
+        sampling: SamplingParams,
+        stream: bool,
+        shape,
+        endpoint: str,
+        request: Request,
+        form: Shape,
+        answered=lambda final: None,
     ):
         metrics.requests.labels(endpoint).inc()
         try:  # planning tokenizes: off the event loop, so /health and everyone else keep being served
@@ -130,8 +140,9 @@ def create_app(
             return error(502, "the backend ended without a result", "server_error", "backend_error")
         if not stream:
             metrics.observe(first.usage)
+            answered(first)
             return JSONResponse(shape(first.text, first, True))
-        return StreamingResponse(_sse(first, events, cancel, shape, metrics), media_type="text/event-stream")
+        return StreamingResponse(_sse(first, events, cancel, shape, metrics, answered), media_type="text/event-stream")
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
@@ -178,9 +189,23 @@ def create_app(
                 out["fimgate"] = u.as_dict()
             return out
 
-        return await run(
-            state, sampling, body.stream, shape, "completions", request, Shape(multiline=body.multiline, raw=body.raw)
-        )
+        def answered(final: Finished) -> None:
+            language = language_of(state.path, "")
+            acceptance.answered(rid, state.user_id, language, final.usage, len(final.text) if final.text.strip() else 0)
+
+        form = Shape(multiline=body.multiline, raw=body.raw)
+        return await run(state, sampling, body.stream, shape, "completions", request, form, answered)
+
+    @app.post("/v1/events")
+    async def event(body: EventRequest, request: Request):
+        user = user_of(request, body.user)
+        if not acceptance.record(user, body.type, body.completion_id, body.select_kind, body.accepted_chars):
+            return error(404, f"no completion {body.completion_id!r} was answered to this user (or it was long ago)")
+        return {}
+
+    @app.get("/v1/events/summary")
+    async def event_summary(request: Request, user: str | None = None):
+        return acceptance.summary(user_of(request, user))
 
     @app.post("/infill")
     async def infill(body: InfillRequest, request: Request):
@@ -274,7 +299,7 @@ def _event(payload: dict) -> bytes:
     return f"data: {json.dumps(payload)}\n\n".encode()
 
 
-async def _sse(first, events, cancel: CancelToken, shape, metrics: _Metrics) -> AsyncIterator[bytes]:
+async def _sse(first, events, cancel: CancelToken, shape, metrics: _Metrics, answered) -> AsyncIterator[bytes]:
     """The events as server-sent events, then [DONE]; a failure mid-stream is an error event. A
     client that goes away closes this generator (Starlette watches for the disconnect): the
     generation is cancelled and drained, shielded, so the engine is released."""
@@ -285,6 +310,7 @@ async def _sse(first, events, cancel: CancelToken, shape, metrics: _Metrics) -> 
                 yield _event(shape(ev.text, None, False))
             elif isinstance(ev, Finished):
                 metrics.observe(ev.usage)
+                answered(ev)
                 yield _event(shape("", ev, True))
             try:
                 ev = await run_in_threadpool(_next, events)

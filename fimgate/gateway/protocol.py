@@ -7,6 +7,8 @@ pydantic, which refuses a lone UTF-16 surrogate (no tokenizer could encode it) w
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, StrictBool, StrictInt, field_validator, model_validator
 
 MAX_TOKENS_LIMIT = 2048
@@ -92,3 +94,15 @@ class InfillRequest(BaseModel):
     def _extra_within_budget(self):
         _within_extra_budget(self.input_extra)
         return self
+
+
+class EventRequest(BaseModel):
+    """An acceptance event, Tabby's `POST /v1/events` shape (fimgate/gateway/events.py)."""
+
+    type: Literal["view", "select", "dismiss"]
+    completion_id: str = Field(max_length=64)
+    choice_index: StrictInt = Field(0, ge=0, le=16)
+    select_kind: Literal["line", "word"] | None = None  # a partial accept; None: the whole
+    accepted_chars: StrictInt | None = Field(None, ge=0, le=MAX_TEXT_CHARS)
+    elapsed: StrictInt | None = Field(None, ge=0)  # ms since shown (accepted, not used yet)
+    user: str | None = Field(None, max_length=256)

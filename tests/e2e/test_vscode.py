@@ -48,6 +48,12 @@ def test_ghost_text_from_fimgate_in_real_vscode(tmp_path):
             assert again.json()["choices"][0]["text"] == shown
             # Tab put it in the file, and the file was saved
             assert f"return fibo{shown}\n" in (work / "fib.py").read_text()
+            # and the gateway heard what happened: shown, accepted with Tab, typed over (the trials
+            # type a key, then Escape and Backspace: the suggestion there is dismissed)
+            events = httpx.get(f"{gw_url}/v1/events/summary", timeout=30).json()["by_language"]["python"]
+            print(f"acceptance events: {events}")
+            assert events["shown"] >= 1 and events["accepted"] == 1 and events["dismissed"] >= 1
+            assert events["accepted_chars"] > 0
     finally:
         gateway.terminate()
         gateway.wait(timeout=10)

@@ -207,3 +207,27 @@ def test_context_over_its_budget_is_a_400(url):
     extra = [{"filename": f"f{i}.py", "text": "x" * 40_000} for i in range(30)]
     r = httpx.post(url + "/v1/completions", json={"prompt": "x", "input_extra": extra}, timeout=60)
     assert r.status_code == 400 and "input_extra" in r.json()["error"]["message"]
+
+
+def test_acceptance_events_count_for_their_user_and_hold_no_code(url):
+    def ask(user):
+        body = {"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 8, "user": user, "document": "ev.py"}
+        r = httpx.post(url + "/v1/completions", json=body, timeout=120).json()
+        assert r["choices"][0]["text"]
+        return r["id"], r["choices"][0]["text"]
+
+    cid, text = ask("eva")
+    for kind in ("view", "select"):
+        r = httpx.post(url + "/v1/events", json={"type": kind, "completion_id": cid, "user": "eva"}, timeout=30)
+        assert r.status_code == 200, r.text
+    other = httpx.post(url + "/v1/events", json={"type": "dismiss", "completion_id": cid, "user": "mallory"}, timeout=30)
+    assert other.status_code == 404  # another user cannot count (or probe) eva's completion
+    bad = httpx.post(url + "/v1/events", json={"type": "liked", "completion_id": cid}, timeout=30)
+    assert bad.status_code == 400
+    eva = httpx.get(url + "/v1/events/summary", params={"user": "eva"}, timeout=30).json()
+    assert eva["by_language"]["python"]["shown"] == 1 and eva["by_language"]["python"]["accepted"] == 1
+    assert eva["total"]["accepted_chars"] == len(text)
+    assert httpx.get(url + "/v1/events/summary", params={"user": "mallory"}, timeout=30).json()["total"]["shown"] == 0
+    metrics = httpx.get(url + "/metrics", timeout=30).text
+    assert "fimgate_suggestions_accepted_total" in metrics and "eva" not in metrics
+    assert text.strip() not in metrics + json.dumps(eva)  # counts and labels, never code

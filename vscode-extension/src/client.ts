@@ -4,12 +4,12 @@ import { Chunk, Settings, SseParser, requestBody } from "./logic";
 
 export class GatewayError extends Error {}
 
-function post(s: Settings, body: Record<string, unknown>, signal?: AbortSignal): Promise<Response> {
+function post(s: Settings, body: Record<string, unknown>, signal?: AbortSignal, path = "/v1/completions"): Promise<Response> {
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (s.apiKey) {
     headers["authorization"] = `Bearer ${s.apiKey}`;
   }
-  return fetch(`${s.gatewayUrl.replace(/\/$/, "")}/v1/completions`, { method: "POST", headers, body: JSON.stringify(body), signal });
+  return fetch(`${s.gatewayUrl.replace(/\/$/, "")}${path}`, { method: "POST", headers, body: JSON.stringify(body), signal });
 }
 
 /**
@@ -36,6 +36,7 @@ export async function streamCompletion(
   context: Chunk[],
   signal: AbortSignal,
   onPiece: (piece: string) => void,
+  meta: { id: string; usage?: unknown } = { id: "" },
 ): Promise<boolean> {
   let res: Response;
   try {
@@ -63,6 +64,8 @@ export async function streamCompletion(
         if (event.error) {
           throw new GatewayError(event.error.message ?? "the gateway failed mid-suggestion");
         }
+        meta.id = event.id ?? meta.id;
+        meta.usage = event.fimgate ?? meta.usage;
         const choice = event.choices?.[0];
         if (choice?.text) {
           onPiece(choice.text);
@@ -79,4 +82,16 @@ export async function streamCompletion(
     throw e;
   }
   return complete;
+}
+
+/** An acceptance event (the gateway's POST /v1/events, Tabby's shape): best effort, errors ignored. */
+export function sendEvent(s: Settings, type: "view" | "select" | "dismiss", completionId: string, acceptedChars?: number): void {
+  if (!completionId) {
+    return;
+  }
+  const body = { type, completion_id: completionId, ...(acceptedChars === undefined ? {} : { accepted_chars: acceptedChars }) };
+  post(s, body, undefined, "/v1/events").then(
+    (r) => r.body?.cancel(),
+    () => undefined,
+  );
 }

@@ -5,8 +5,21 @@
 // from the files the person worked in (where the cursor was in the file they left), sent before
 // the current file; files matching secret patterns are never read for it, and get no completions.
 import * as vscode from "vscode";
-import { streamCompletion, warmUp } from "./client";
-import { ContextRing, Growing, Settings, Status, SuggestionCache, chunkLines, debounce, isSecret, lineRest, statusText } from "./logic";
+import { sendEvent, streamCompletion, warmUp } from "./client";
+import {
+  ContextRing,
+  Growing,
+  Settings,
+  Status,
+  SuggestionCache,
+  chunkLines,
+  debounce,
+  describeUsage,
+  isSecret,
+  lineRest,
+  outcome,
+  statusText,
+} from "./logic";
 
 let status: vscode.StatusBarItem;
 
@@ -65,8 +78,36 @@ export function activate(context: vscode.ExtensionContext): void {
       warmUp(doc.uri.toString(), doc.getText(), doc.offsetAt(next.selection.active), s, ring.forDocument(name(doc)));
     }
   };
+  // Acceptance events (the gateway's /v1/events): shown when handed to VS Code, accepted when VS
+  // Code runs the item's command (Tab), dismissed when the next request there does not continue it.
+  const lastShown = new Map<string, { id: string; prefix: string; lineRest: string; completion: string }>();
+  const viewed = new Set<string>();
+  const offer = (uri: string, position: vscode.Position, prefix: string, rest: string, text: string, id: string) => {
+    const item = new vscode.InlineCompletionItem(text, new vscode.Range(position, position));
+    item.command = { command: "fimgate.accepted", title: "fimgate: accepted", arguments: [uri, id, text.length] };
+    lastShown.set(uri, { id, prefix, lineRest: rest, completion: text });
+    if (id && !viewed.has(id)) {
+      if (viewed.size > 1000) {
+        viewed.clear();
+      }
+      viewed.add(id);
+      sendEvent(settings(), "view", id);
+    }
+    return [item];
+  };
+  const settle = (uri: string, prefix: string, rest: string) => {
+    const before = lastShown.get(uri);
+    const now = before && outcome(before, prefix, rest);
+    if (before && now !== "open") {
+      lastShown.delete(uri);
+      if (now === "dismissed") {
+        sendEvent(settings(), "dismiss", before.id);
+      }
+    }
+  };
+
   // per document: the suggestion still streaming, and where it was asked for
-  const growing = new Map<string, { abort: AbortController; prefix: string; rest: string; grow: Growing }>();
+  const growing = new Map<string, { abort: AbortController; prefix: string; rest: string; grow: Growing; meta: { id: string; usage?: unknown } }>();
 
   // When a suggestion finished growing: ask VS Code again if the cursor is still where it leads,
   // and the cache answers with the whole (VS Code only asks after an edit or a trigger).
@@ -92,11 +133,12 @@ export function activate(context: vscode.ExtensionContext): void {
       const offset = document.offsetAt(position);
       const uri = document.uri.toString();
       const rest = lineRest(text, offset);
-      const cached = cache.lookup(uri, text.slice(0, offset), rest);
-      if (cached) {
-        return [new vscode.InlineCompletionItem(cached, new vscode.Range(position, position))];
-      }
       const prefix = text.slice(0, offset);
+      settle(uri, prefix, rest);
+      const cached = cache.find(uri, prefix, rest);
+      if (cached) {
+        return offer(uri, position, prefix, rest, cached.rest, cached.id);
+      }
       const ahead = growing.get(uri);
       const typed = ahead && ahead.rest === rest && prefix.startsWith(ahead.prefix) ? prefix.slice(ahead.prefix.length) : undefined;
       if (ahead && typed !== undefined && typed.startsWith(ahead.grow.text)) {
@@ -107,7 +149,7 @@ export function activate(context: vscode.ExtensionContext): void {
           return [];
         }
         if (complete && whole.length > typed.length && whole.startsWith(typed)) {
-          return [new vscode.InlineCompletionItem(whole.slice(typed.length), new vscode.Range(position, position))];
+          return offer(uri, position, prefix, rest, whole.slice(typed.length), ahead.meta.id);
         }
       }
       if (!(await debounce(s.debounceMs, () => token.isCancellationRequested))) {
@@ -116,9 +158,10 @@ export function activate(context: vscode.ExtensionContext): void {
       growing.get(uri)?.abort.abort(); // superseded (the gateway cancels it too)
       const abort = new AbortController();
       const grow = new Growing(s.showPartialAfterMs);
-      growing.set(uri, { abort, prefix, rest, grow });
+      const meta: { id: string; usage?: unknown } = { id: "" };
+      growing.set(uri, { abort, prefix, rest, grow, meta });
       const sub = token.onCancellationRequested(() => abort.abort());
-      streamCompletion(uri, text, offset, s, ring.forDocument(name(document)), abort.signal, (piece) => grow.add(piece)).then(
+      streamCompletion(uri, text, offset, s, ring.forDocument(name(document)), abort.signal, (piece) => grow.add(piece), meta).then(
         (complete) => grow.end(complete),
         (e) => grow.fail(e as Error),
       );
@@ -137,17 +180,21 @@ export function activate(context: vscode.ExtensionContext): void {
         abort.abort();
         return [];
       }
-      cache.remember(uri, prefix, rest, first);
+      cache.remember(uri, prefix, rest, first, meta.id);
       void grow.ended.then((complete) => {
         if (growing.get(uri)?.abort === abort) {
           growing.delete(uri);
         }
+        const last = describeUsage(meta.usage);
+        if (last) {
+          show({ kind: "active", last });
+        }
         if (complete && grow.text.length > first.length) {
-          cache.remember(uri, prefix, rest, grow.text);
+          cache.remember(uri, prefix, rest, grow.text, meta.id);
           showGrown(uri);
         }
       });
-      return first ? [new vscode.InlineCompletionItem(first, new vscode.Range(position, position))] : [];
+      return first ? offer(uri, position, prefix, rest, first, meta.id) : [];
     },
   };
 
@@ -155,6 +202,10 @@ export function activate(context: vscode.ExtensionContext): void {
     status,
     vscode.languages.registerInlineCompletionItemProvider({ pattern: "**" }, provider),
     vscode.window.onDidChangeActiveTextEditor(switched),
+    vscode.commands.registerCommand("fimgate.accepted", (uri: string, id: string, chars: number) => {
+      lastShown.delete(uri);
+      sendEvent(settings(), "select", id, chars);
+    }),
     vscode.commands.registerCommand("fimgate.toggle", async () => {
       const c = vscode.workspace.getConfiguration("fimgate");
       const on = !c.get("enabled", true);

@@ -6,6 +6,7 @@ export interface Shown {
   prefix: string; // document text before the cursor when the suggestion was made
   lineRest: string; // the rest of the cursor's line after it: a suggestion is only reused before the same text
   completion: string;
+  id: string; // the gateway's completion id (acceptance events name it)
 }
 
 /**
@@ -18,22 +19,24 @@ export class SuggestionCache {
 
   constructor(private readonly capacity = 32) {}
 
-  remember(uri: string, prefix: string, lineRest: string, completion: string): void {
+  remember(uri: string, prefix: string, lineRest: string, completion: string, id = ""): void {
     this.entries = this.entries.filter((e) => !(e.uri === uri && e.prefix === prefix && e.lineRest === lineRest));
     if (completion) {
-      this.entries.unshift({ uri, prefix, lineRest, completion });
+      this.entries.unshift({ uri, prefix, lineRest, completion, id });
       this.entries.length = Math.min(this.entries.length, this.capacity);
     }
   }
 
   /** The rest of a remembered suggestion that the text before the cursor leads into, or undefined. */
   lookup(uri: string, prefix: string, lineRest: string): string | undefined {
+    return this.find(uri, prefix, lineRest)?.rest;
+  }
+
+  /** lookup(), with the suggestion's completion id. */
+  find(uri: string, prefix: string, lineRest: string): { rest: string; id: string } | undefined {
     for (const e of this.entries) {
-      if (e.uri !== uri || e.lineRest !== lineRest || prefix.length - e.prefix.length >= e.completion.length) {
-        continue;
-      }
-      if (prefix.startsWith(e.prefix) && e.completion.startsWith(prefix.slice(e.prefix.length))) {
-        return e.completion.slice(prefix.length - e.prefix.length);
+      if (e.uri === uri && leadsInto(e, prefix, lineRest)) {
+        return { rest: e.completion.slice(prefix.length - e.prefix.length), id: e.id };
       }
     }
     return undefined;
@@ -42,6 +45,32 @@ export class SuggestionCache {
   clear(): void {
     this.entries = [];
   }
+}
+
+/** Whether the text before the cursor is the suggestion's place plus a strict beginning of it. */
+export function leadsInto(e: { prefix: string; lineRest: string; completion: string }, prefix: string, lineRest: string): boolean {
+  return (
+    e.lineRest === lineRest &&
+    prefix.length - e.prefix.length < e.completion.length &&
+    prefix.startsWith(e.prefix) &&
+    e.completion.startsWith(prefix.slice(e.prefix.length))
+  );
+}
+
+/**
+ * What became of a suggestion shown at `shown`, now that the text before the cursor is `prefix`:
+ * still open (the person is typing along it), typed to its end (taken by hand, or by Tab: the
+ * accept command reports that), or dismissed (typed over, deleted back, moved away).
+ */
+export function outcome(
+  shown: { prefix: string; lineRest: string; completion: string },
+  prefix: string,
+  lineRest: string,
+): "open" | "completed" | "dismissed" {
+  if (leadsInto(shown, prefix, lineRest)) {
+    return "open";
+  }
+  return prefix === shown.prefix + shown.completion ? "completed" : "dismissed";
 }
 
 /** The rest of the cursor's line: the text from `offset` to the next newline. */
@@ -249,12 +278,27 @@ export function debounce(ms: number, isCancelled: () => boolean): Promise<boolea
   return new Promise((resolve) => setTimeout(() => resolve(!isCancelled()), ms));
 }
 
-export type Status = { kind: "active" } | { kind: "busy" } | { kind: "error"; message: string } | { kind: "off" };
+export type Status =
+  | { kind: "active"; last?: string }
+  | { kind: "busy" }
+  | { kind: "error"; message: string }
+  | { kind: "off" };
+
+/** "140 ms, prefix hit": the last suggestion's time to complete and how its prompt was served. */
+export function describeUsage(usage: any): string | undefined {
+  if (!usage || typeof usage.total_ms !== "number") {
+    return undefined;
+  }
+  const reuse = usage.cached_tokens?.shifted > 0 ? "shifted reuse" : usage.cached_tokens?.prefix > 0 ? "prefix hit" : "full prefill";
+  return `${Math.round(usage.total_ms)} ms, ${reuse}`;
+}
 
 export function statusText(s: Status): { text: string; tooltip: string } {
   switch (s.kind) {
     case "active":
-      return { text: "$(sparkle) fimgate", tooltip: "fimgate: ready" };
+      return s.last
+        ? { text: `$(sparkle) fimgate ${s.last.split(",")[0]}`, tooltip: `fimgate: ready; last suggestion ${s.last}` }
+        : { text: "$(sparkle) fimgate", tooltip: "fimgate: ready" };
     case "busy":
       return { text: "$(sync~spin) fimgate", tooltip: "fimgate: completing" };
     case "off":

@@ -1,5 +1,5 @@
 import * as assert from "assert";
-import { ContextRing, Growing, SseParser, chunkLines, isSecret, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
+import { ContextRing, Growing, SseParser, chunkLines, describeUsage, isSecret, outcome, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
@@ -142,5 +142,26 @@ describe("ContextRing", () => {
     assert.deepStrictEqual(chunkLines(2, 200, 16), [0, 32]);
     assert.deepStrictEqual(chunkLines(199, 200, 16), [167, 199]);
     assert.deepStrictEqual(chunkLines(3, 10, 16), [0, 9]);
+  });
+});
+
+describe("outcome", () => {
+  const shown = { prefix: "x = ", lineRest: "", completion: "compute(1)" };
+  it("is open while the person types along, completed at its end, dismissed otherwise", () => {
+    assert.strictEqual(outcome(shown, "x = ", ""), "open");
+    assert.strictEqual(outcome(shown, "x = comp", ""), "open");
+    assert.strictEqual(outcome(shown, "x = compute(1)", ""), "completed"); // Tab (the command reports it) or typed
+    assert.strictEqual(outcome(shown, "x = compX", ""), "dismissed"); // typed over
+    assert.strictEqual(outcome(shown, "x =", ""), "dismissed"); // deleted back
+    assert.strictEqual(outcome(shown, "x = comp", ")"), "dismissed"); // elsewhere
+  });
+});
+
+describe("describeUsage", () => {
+  it("says the time and how the prompt was served", () => {
+    assert.strictEqual(describeUsage({ total_ms: 141.6, cached_tokens: { prefix: 300, shifted: 0 } }), "142 ms, prefix hit");
+    assert.strictEqual(describeUsage({ total_ms: 90, cached_tokens: { prefix: 3, shifted: 200 } }), "90 ms, shifted reuse");
+    assert.strictEqual(describeUsage({ total_ms: 900, cached_tokens: { prefix: 0, shifted: 0 } }), "900 ms, full prefill");
+    assert.strictEqual(describeUsage(undefined), undefined);
   });
 });
