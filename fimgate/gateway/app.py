@@ -189,9 +189,12 @@ def create_app(
                 out["fimgate"] = u.as_dict()
             return out
 
+        before, line_rest = body.prompt, body.suffix.split("\n", 1)[0]
+        acceptance.settle(state.user_id, state.document_id, before, line_rest)
+
         def answered(final: Finished) -> None:
             language = language_of(state.path, "")
-            acceptance.answered(rid, state.user_id, language, final.usage, len(final.text) if final.text.strip() else 0)
+            acceptance.answered(rid, state.user_id, language, final.usage, final.text, state.document_id, before, line_rest)
 
         form = Shape(multiline=body.multiline, raw=body.raw)
         return await run(state, sampling, body.stream, shape, "completions", request, form, answered)
@@ -214,11 +217,18 @@ def create_app(
         except ValueError as e:
             return error(400, str(e))
         n_ctx = service.backend.context_tokens
+        rid = f"infill-{uuid.uuid4().hex[:24]}"  # llama.cpp's answer has no id: only inferred events name it
+        before, line_rest = state.text[: state.cursor], state.text[state.cursor :].split("\n", 1)[0]
+        acceptance.settle(state.user_id, state.document_id, before, line_rest)
 
         def shape(text: str, final: Finished | None, done: bool) -> dict:
             return infill_response(text, final, done, body, model_name, n_ctx)
 
-        return await run(state, sampling, body.stream, shape, "infill", request, form)
+        def answered(final: Finished) -> None:
+            language = language_of(state.path, "")
+            acceptance.answered(rid, state.user_id, language, final.usage, final.text, state.document_id, before, line_rest)
+
+        return await run(state, sampling, body.stream, shape, "infill", request, form, answered)
 
     @app.get("/props")
     async def llama_props():

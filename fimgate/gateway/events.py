@@ -7,9 +7,15 @@ language, how its prompt was served (prefix hit, shifted reuse, miss), how long 
 it is; never its text - so an event is counted with those, and only for the user the answer went
 to: an event naming another user's completion is refused like an unknown one.
 
-Counted in /metrics (shown, accepted, accepted characters, dismissed; by reuse, latency bucket
-and language: acceptance rate = accepted / shown) and per user (`GET /v1/events/summary`, the
-caller's own numbers; `fimgate stats` prints them).
+Clients that report nothing (llama.vscode, llama.vim, OpenAI clients) get their events inferred
+from the session's next requests: a suggestion stays open while the text before the cursor goes
+on along it; once that text holds the whole suggestion it was accepted (Tab, or typed), and once
+it went elsewhere it was dismissed - counted as shown and accepted or dismissed, with
+source="inferred", unless the client reported an event for it (source="reported").
+
+Counted in /metrics (shown, accepted, accepted characters, dismissed; by source, reuse, latency
+bucket and language: acceptance rate = accepted / shown) and per user (`GET /v1/events/summary`,
+the caller's own numbers; `fimgate stats` prints them).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from fimgate.backend.base import UsageReport
 
 REMEMBERED = 20_000  # answers kept for events to name (oldest forgotten first)
 LATENCY_BUCKETS = ((100, "<100ms"), (300, "100-300ms"), (1000, "300ms-1s"))
+OPEN_PER_SESSION = 8  # suggestions of one session waiting for the person's next keys to tell
+TAIL_CHARS = 256  # the end of the text before the cursor that the next requests are matched on
 
 
 def reuse_of(usage: UsageReport) -> str:
@@ -50,6 +58,27 @@ class _Answer:
     seen: set[str] = field(default_factory=set)  # event types counted already (each once)
 
 
+@dataclass(frozen=True)
+class _Open:
+    """A suggestion whose fate the session's next requests will tell."""
+
+    completion_id: str
+    before: str  # the end of the text before the cursor when it was made
+    line_rest: str
+    text: str
+
+
+def fate(o: _Open, before: str, line_rest: str) -> str:
+    """'open', 'accepted' or 'dismissed': what the text before the cursor now says of `o`."""
+    at = before.rfind(o.before) if o.before else len(before)
+    if at < 0:
+        return "dismissed"
+    typed = before[at + len(o.before) :]
+    if typed.startswith(o.text):
+        return "accepted"
+    return "open" if o.text.startswith(typed) and line_rest == o.line_rest else "dismissed"
+
+
 @dataclass
 class _Tally:
     shown: int = 0
@@ -64,7 +93,7 @@ class _Tally:
 
 class Events:
     def __init__(self, registry: CollectorRegistry, remembered: int = REMEMBERED) -> None:
-        labels = ["reuse", "latency", "language"]
+        labels = ["source", "reuse", "latency", "language"]
         self.shown = Counter("fimgate_suggestions_shown", "Suggestions shown in an editor", labels, registry=registry)
         self.accepted = Counter(
             "fimgate_suggestions_accepted", "Suggestions accepted (kind: whole, line, word)", [*labels, "kind"], registry=registry
@@ -77,18 +106,53 @@ class Events:
         )
         self._answers: OrderedDict[str, _Answer] = OrderedDict()
         self._users: dict[str, dict[str, _Tally]] = {}  # user -> language -> tally
+        self._open: OrderedDict[tuple[str, str], list[_Open]] = OrderedDict()  # (user, document) -> open
         self._remembered = remembered
         self._lock = threading.Lock()
 
-    def answered(self, completion_id: str, user: str, language: str, usage: UsageReport, chars: int) -> None:
-        """Remember an answer an editor may show (not a warm-up, not empty, not cancelled)."""
-        if usage.cancelled or chars <= 0:
+    def answered(
+        self,
+        completion_id: str,
+        user: str,
+        language: str,
+        usage: UsageReport,
+        text: str,
+        document: str = "",
+        before: str = "",
+        line_rest: str = "",
+    ) -> None:
+        """Remember an answer an editor may show (not a warm-up, not empty, not cancelled), and
+        keep it open for its session's next requests to tell what became of it."""
+        if usage.cancelled or not text.strip():
             return
-        answer = _Answer(user, language or "unknown", reuse_of(usage), latency_bucket(usage.total_ms), chars)
+        answer = _Answer(user, language or "unknown", reuse_of(usage), latency_bucket(usage.total_ms), len(text))
         with self._lock:
             self._answers[completion_id] = answer
             while len(self._answers) > self._remembered:
                 self._answers.popitem(last=False)
+            session = self._open.setdefault((user, document), [])
+            session.append(_Open(completion_id, before[-TAIL_CHARS:], line_rest, text))
+            del session[:-OPEN_PER_SESSION]
+            self._open.move_to_end((user, document))
+            while len(self._open) > self._remembered:
+                self._open.popitem(last=False)
+
+    def settle(self, user: str, document: str, before: str, line_rest: str) -> None:
+        """A new request of the session: count what its text says of the suggestions still open
+        (inferred events, for answers whose client reported none)."""
+        with self._lock:
+            still = []
+            for o in self._open.get((user, document), []):
+                now = fate(o, before, line_rest)
+                if now == "open":
+                    still.append(o)
+                    continue
+                a = self._answers.get(o.completion_id)
+                if a is not None and not a.seen:  # a client that reports events spoke for itself
+                    self._count(a, "view", "inferred", None, None)
+                    self._count(a, "select" if now == "accepted" else "dismiss", "inferred", None, None)
+            if (user, document) in self._open:
+                self._open[(user, document)] = still
 
     def record(self, user: str, kind: str, completion_id: str, select_kind: str | None, accepted_chars: int | None) -> bool:
         """Count one event; False when the completion is unknown here or went to someone else."""
@@ -96,24 +160,27 @@ class Events:
             a = self._answers.get(completion_id)
             if a is None or a.user != user:
                 return False
-            if kind in a.seen:
-                return True  # a repeated event counts once
-            a.seen.add(kind)
-            tally = self._users.setdefault(user, {}).setdefault(a.language, _Tally())
-            labels = (a.reuse, a.latency, a.language)
-            if kind == "view":
-                tally.shown += 1
-                self.shown.labels(*labels).inc()
-            elif kind == "select":
-                chars = a.chars if accepted_chars is None else min(accepted_chars, a.chars)
-                tally.accepted += 1
-                tally.accepted_chars += chars
-                self.accepted.labels(*labels, select_kind or "whole").inc()
-                self.accepted_chars.labels(a.language).inc(chars)
-            else:
-                tally.dismissed += 1
-                self.dismissed.labels(*labels).inc()
+            if kind not in a.seen:  # a repeated event counts once
+                self._count(a, kind, "reported", select_kind, accepted_chars)
             return True
+
+    def _count(self, a: _Answer, kind: str, source: str, select_kind: str | None, accepted_chars: int | None) -> None:
+        """Count one event of an answer (under the lock)."""
+        a.seen.add(kind)
+        tally = self._users.setdefault(a.user, {}).setdefault(a.language, _Tally())
+        labels = (source, a.reuse, a.latency, a.language)
+        if kind == "view":
+            tally.shown += 1
+            self.shown.labels(*labels).inc()
+        elif kind == "select":
+            chars = a.chars if accepted_chars is None else min(accepted_chars, a.chars)
+            tally.accepted += 1
+            tally.accepted_chars += chars
+            self.accepted.labels(*labels, select_kind or "whole").inc()
+            self.accepted_chars.labels(a.language).inc(chars)
+        else:
+            tally.dismissed += 1
+            self.dismissed.labels(*labels).inc()
 
     def summary(self, user: str) -> dict:
         """One user's numbers: in all, and per language."""

@@ -231,3 +231,18 @@ def test_acceptance_events_count_for_their_user_and_hold_no_code(url):
     metrics = httpx.get(url + "/metrics", timeout=30).text
     assert "fimgate_suggestions_accepted_total" in metrics and "eva" not in metrics
     assert text.strip() not in metrics + json.dumps(eva)  # counts and labels, never code
+
+
+def test_acceptance_is_inferred_for_a_client_that_reports_none(url):
+    """llama.vscode sends no events: taking the suggestion shows in the session's next request."""
+
+    def infill(prefix):
+        body = {"input_prefix": prefix, "input_suffix": SUFFIX, "n_predict": 8, "user": "llama", "filename": "inf.py"}
+        return httpx.post(url + "/infill", json=body, timeout=120).json()["content"]
+
+    text = infill(PREFIX)
+    assert text.strip()
+    infill(PREFIX + text)  # the person pressed Tab: the next request's text holds the suggestion
+    got = httpx.get(url + "/v1/events/summary", params={"user": "llama"}, timeout=30).json()["total"]
+    assert got["shown"] == 1 and got["accepted"] == 1 and got["accepted_chars"] == len(text)
+    assert 'source="inferred"' in httpx.get(url + "/metrics", timeout=30).text

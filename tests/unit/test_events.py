@@ -3,7 +3,7 @@
 from prometheus_client import CollectorRegistry, generate_latest
 
 from fimgate.backend.base import UsageReport
-from fimgate.gateway.events import Events, latency_bucket, reuse_of
+from fimgate.gateway.events import Events, _Open, fate, latency_bucket, reuse_of
 
 
 def _events():
@@ -13,7 +13,7 @@ def _events():
 
 def test_events_count_once_per_answer_and_only_for_its_user():
     ev, reg = _events()
-    ev.answered("c1", "ana", "python", UsageReport(100, prefix_cached_tokens=99, total_ms=80), chars=12)
+    ev.answered("c1", "ana", "python", UsageReport(100, prefix_cached_tokens=99, total_ms=80), "return a + b")
     assert ev.record("ana", "view", "c1", None, None)
     assert ev.record("ana", "view", "c1", None, None)  # shown twice (re-triggered): once
     assert not ev.record("bo", "select", "c1", None, None)  # not bo's completion: refused, not counted
@@ -23,15 +23,18 @@ def test_events_count_once_per_answer_and_only_for_its_user():
     assert s["by_language"]["python"]["accepted"] == 1
     assert ev.summary("bo")["total"]["shown"] == 0
     text = generate_latest(reg).decode()
-    assert 'fimgate_suggestions_accepted_total{kind="word",language="python",latency="<100ms",reuse="prefix"} 1.0' in text
+    assert (
+        'fimgate_suggestions_accepted_total{kind="word",language="python",latency="<100ms",reuse="prefix",source="reported"} 1.0'
+        in text
+    )
 
 
 def test_unknown_forgotten_cancelled_and_empty_answers_take_no_events():
     ev, _ = _events()
-    ev.answered("gone", "ana", "python", UsageReport(10, cancelled=True), chars=4)
-    ev.answered("empty", "ana", "python", UsageReport(10), chars=0)
+    ev.answered("gone", "ana", "python", UsageReport(10, cancelled=True), "abcd")
+    ev.answered("empty", "ana", "python", UsageReport(10), "  ")
     for i in range(4):  # remembers 3: the first is forgotten
-        ev.answered(f"c{i}", "ana", "go", UsageReport(10, shifted_cached_tokens=5, total_ms=400), chars=3)
+        ev.answered(f"c{i}", "ana", "go", UsageReport(10, shifted_cached_tokens=5, total_ms=400), "f()")
     assert not ev.record("ana", "view", "gone", None, None)
     assert not ev.record("ana", "view", "empty", None, None)
     assert not ev.record("ana", "view", "c0", None, None)
@@ -41,8 +44,36 @@ def test_unknown_forgotten_cancelled_and_empty_answers_take_no_events():
 
 def test_accepted_characters_are_at_most_the_answer_and_buckets():
     ev, _ = _events()
-    ev.answered("c", "ana", "", UsageReport(10), chars=7)
+    ev.answered("c", "ana", "", UsageReport(10), "x.y(1);")
     ev.record("ana", "select", "c", None, 10_000)
     assert ev.summary("ana")["by_language"]["unknown"]["accepted_chars"] == 7
     assert reuse_of(UsageReport(10)) == "miss" and reuse_of(UsageReport(10, shifted_cached_tokens=1)) == "shifted"
     assert [latency_bucket(x) for x in (None, 50, 150, 500, 5000)] == [">=1s", "<100ms", "100-300ms", "300ms-1s", ">=1s"]
+
+
+def test_what_the_next_requests_say_of_a_suggestion():
+    o = _Open("c", "x = ", "", "compute(1)")
+    assert fate(o, "import a\nx = ", "") == "open"
+    assert fate(o, "x = comp", "") == "open"  # typing along it
+    assert fate(o, "x = compute(1)", "") == "accepted"  # Tab, or typed to its end
+    assert fate(o, "x = compute(1)\ny = ", "") == "accepted"  # a client answering from its own cache asks later
+    assert fate(o, "x = compX", "") == "dismissed"
+    assert fate(o, "z = ", "") == "dismissed"  # moved away
+    assert fate(o, "x = comp", ")") == "dismissed"
+
+
+def test_events_are_inferred_for_clients_that_report_none_and_not_for_those_that_do():
+    ev, reg = _events()
+    usage = UsageReport(10, prefix_cached_tokens=9, total_ms=150)
+    ev.answered("a1", "vim", "python", usage, "compute(1)", "doc", "x = ", "")
+    ev.settle("vim", "doc", "x = comp", "")  # typing along: still open
+    assert ev.summary("vim")["total"]["shown"] == 0
+    ev.settle("vim", "doc", "x = compute(1)\n", "")
+    ev.answered("a2", "vim", "python", usage, "print(x)", "doc", "x = compute(1)\n", "")
+    ev.settle("vim", "doc", "x = compute(1)\nreturn", "")
+    assert ev.summary("vim")["total"] == {"shown": 2, "accepted": 1, "accepted_chars": 10, "dismissed": 1, "acceptance_rate": 0.5}
+    assert 'source="inferred"' in generate_latest(reg).decode()
+    ev.answered("e1", "code", "python", usage, "compute(1)", "doc", "x = ", "")
+    ev.record("code", "view", "e1", None, None)  # this client reports: nothing is inferred for it
+    ev.settle("code", "doc", "x = compX", "")
+    assert ev.summary("code")["total"] == {"shown": 1, "accepted": 0, "accepted_chars": 0, "dismissed": 0, "acceptance_rate": 0.0}
