@@ -1,6 +1,8 @@
 """The gateway over real HTTP on loopback, with the real bundled model."""
 
 import json
+import subprocess
+import sys
 import threading
 
 import httpx
@@ -231,6 +233,10 @@ def test_acceptance_events_count_for_their_user_and_hold_no_code(url):
     metrics = httpx.get(url + "/metrics", timeout=30).text
     assert "fimgate_suggestions_accepted_total" in metrics and "eva" not in metrics
     assert text.strip() not in metrics + json.dumps(eva)  # counts and labels, never code
+    out = subprocess.run(
+        [sys.executable, "-m", "fimgate", "stats", "--url", url, "--user", "eva"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and "python" in out.stdout and "100%" in out.stdout, out.stdout + out.stderr
 
 
 def test_acceptance_is_inferred_for_a_client_that_reports_none(url):
