@@ -160,6 +160,8 @@ class Events:
             a = self._answers.get(completion_id)
             if a is None or a.user != user:
                 return False
+            if kind != "view" and "view" not in a.seen:  # taken or typed over: it was shown
+                self._count(a, "view", "reported", None, None)
             if kind not in a.seen:  # a repeated event counts once
                 self._count(a, kind, "reported", select_kind, accepted_chars)
             return True

@@ -1,7 +1,8 @@
 """Where the language server's completions come from: the gateway over HTTP, or the embedded
 engine in-process. Both take the whole document and a code-point cursor, per (user, document)
 session, so the planner sees every keystroke's document and serves EFIM appends, and both answer
-with the text as shown: the gateway's CompletionService shapes and cleans it, once."""
+with the text as shown (the gateway's CompletionService shapes and cleans it, once) and the
+completion's id, which acceptance events name (the gateway's /v1/events; in-process: none)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class HttpCompleter:
         language: str = "",
         multiline: bool | None = None,
         context: tuple[ContextChunk, ...] = (),
-    ) -> str:
+    ) -> tuple[str, str]:
         body = {
             "prompt": text[:cursor],
             "suffix": text[cursor:],
@@ -44,7 +45,12 @@ class HttpCompleter:
         }
         r = await self._client.post(self.url + "/v1/completions", json=body)
         r.raise_for_status()
-        return r.json()["choices"][0]["text"]
+        out = r.json()
+        return out["choices"][0]["text"], out.get("id", "")
+
+    async def event(self, user: str, kind: str, completion_id: str, accepted_chars: int | None = None) -> None:
+        body = {"type": kind, "completion_id": completion_id, "user": user, "accepted_chars": accepted_chars}
+        (await self._client.post(self.url + "/v1/events", json=body)).raise_for_status()
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -68,7 +74,7 @@ class EmbeddedCompleter:
         language: str = "",
         multiline: bool | None = None,
         context: tuple[ContextChunk, ...] = (),
-    ) -> str:
+    ) -> tuple[str, str]:
         state = EditorState(
             user_id=user,
             document_id=uri,
@@ -84,7 +90,10 @@ class EmbeddedCompleter:
         except asyncio.CancelledError:
             cancel.cancel()
             raise
-        return "" if final is None or final.usage.cancelled else final.text
+        return ("" if final is None or final.usage.cancelled else final.text), ""
+
+    async def event(self, user: str, kind: str, completion_id: str, accepted_chars: int | None = None) -> None:
+        return None  # in-process there is no gateway to count events
 
     async def aclose(self) -> None:
         return None

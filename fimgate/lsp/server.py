@@ -140,7 +140,7 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         try:
             completer = await ls.completer()
             # the service shapes the text (single/multi-line, clean-up): the server only carries it
-            shown = await asyncio.wait_for(
+            shown, completion_id = await asyncio.wait_for(
                 completer.complete(
                     s.user, uri, text, cursor, sampling, doc.language_id or "", True if s.multiline else None, ls.context(uri)
                 ),
@@ -158,9 +158,21 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         if not shown:
             return None
         pos = params.position
+        # on accept the client runs the item's command: the gateway counts it (acceptance events)
+        accepted = types.Command("fimgate: accepted", "fimgate.accepted", [completion_id, len(shown)]) if completion_id else None
         return types.InlineCompletionList(
-            items=[types.InlineCompletionItem(insert_text=shown, range=types.Range(start=pos, end=pos))]
+            items=[types.InlineCompletionItem(insert_text=shown, range=types.Range(start=pos, end=pos), command=accepted)]
         )
+
+    @server.command("fimgate.accepted")
+    async def accepted(ls: FimLanguageServer, completion_id: str, chars: int | None = None) -> None:
+        """The client accepted a suggestion (LSP 3.18 runs the item's command): tell the gateway."""
+        try:
+            await (await ls.completer()).event(
+                ls.settings.user, "select", str(completion_id), chars if isinstance(chars, int) else None
+            )
+        except Exception as e:  # best effort; never an error in the editor
+            log.warning("acceptance event failed: %s", e)
 
     @server.command("fimgate.debugDocument")
     def debug_document(ls: FimLanguageServer, uri: str) -> str | None:

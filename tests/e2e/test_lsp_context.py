@@ -7,6 +7,7 @@ import json
 import sys
 import threading
 
+import httpx
 import pytest
 import pytest_lsp
 from lsprotocol import types
@@ -68,6 +69,12 @@ async def test_other_documents_are_context_and_secrets_never_leave(client: Langu
     assert await _inline(client, "file:///w/.env", 0, 8) is None  # no completion inside a secret file
     result = await _inline(client, "file:///w/fib.py", 3, 14)
     assert result is not None and result.items and result.items[0].insert_text.strip()
+    # accepting runs the item's command (LSP 3.18): the gateway counts it for this user
+    item = result.items[0]
+    assert item.command is not None and item.command.command == "fimgate.accepted"
+    await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=item.command.command, arguments=item.command.arguments)
+    )
     log = PROXY[0].log
     asks = [e["request"] for e in log if e["path"] == "/v1/completions"]
     typed = [q for q in asks if q["document"].endswith("fib.py") and q["max_tokens"] > 0]
@@ -75,3 +82,7 @@ async def test_other_documents_are_context_and_secrets_never_leave(client: Langu
     assert "cache = {}" in typed[-1]["input_extra"][0]["text"] and "# memo" in typed[-1]["input_extra"][0]["text"]
     assert not any(q["document"].endswith(".env") for q in asks)
     assert SECRET not in json.dumps(log)
+    events = [e for e in log if e["path"] == "/v1/events"]
+    assert [e["request"]["type"] for e in events] == ["select"] and events[0]["status"] == 200
+    summary = httpx.get(PROXY[0].upstream + "/v1/events/summary", params={"user": "local"}, timeout=30).json()
+    assert summary["total"]["shown"] == 1 and summary["total"]["accepted"] == 1
