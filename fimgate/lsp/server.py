@@ -165,12 +165,15 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         )
 
     @server.command("fimgate.accepted")
-    async def accepted(ls: FimLanguageServer, completion_id: str, chars: int | None = None) -> None:
-        """The client accepted a suggestion (LSP 3.18 runs the item's command): tell the gateway."""
+    async def accepted(ls: FimLanguageServer, *args) -> None:
+        """The client accepted a suggestion (LSP 3.18 runs the item's command, [id, chars]): tell the
+        gateway. Arguments are checked here, untyped (pygls would structure annotated ones)."""
+        completion_id = args[0] if args and isinstance(args[0], str) else ""
+        chars = args[1] if len(args) > 1 and type(args[1]) is int else None
+        if not completion_id:
+            return
         try:
-            await (await ls.completer()).event(
-                ls.settings.user, "select", str(completion_id), chars if isinstance(chars, int) else None
-            )
+            await (await ls.completer()).event(ls.settings.user, "select", completion_id, chars)
         except Exception as e:  # best effort; never an error in the editor
             log.warning("acceptance event failed: %s", e)
 
