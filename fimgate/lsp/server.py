@@ -159,7 +159,11 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
             return None
         pos = params.position
         # on accept the client runs the item's command: the gateway counts it (acceptance events)
-        accepted = types.Command("fimgate: accepted", "fimgate.accepted", [completion_id, len(shown)]) if completion_id else None
+        accepted = (
+            types.Command(title="fimgate: accepted", command="fimgate.accepted", arguments=[completion_id, len(shown)])
+            if completion_id
+            else None
+        )
         return types.InlineCompletionList(
             items=[types.InlineCompletionItem(insert_text=shown, range=types.Range(start=pos, end=pos), command=accepted)]
         )
