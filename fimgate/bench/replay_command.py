@@ -90,10 +90,11 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
     from fimgate.efim.templates import TEMPLATES, template_for_model
 
     if a.live:
-        from fimgate.bench.live import replay_live
+        from fimgate.bench.live import acceptance_agreement, replay_live
 
-        per_strategy["live"] = replay_live(a.live, slices)
-        result = {"live": summarize(per_strategy["live"]), "settings": {**settings, "url": a.live}}
+        per_strategy["live"], verdicts = replay_live(a.live, slices)
+        live = {**summarize(per_strategy["live"]), "acceptance": acceptance_agreement(per_strategy["live"], verdicts)}
+        result = {"live": live, "settings": {**settings, "url": a.live}}
     else:
         engine = load_engine(a)
         tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)

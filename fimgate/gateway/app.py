@@ -210,6 +210,10 @@ def create_app(
     async def event_summary(request: Request, user: str | None = None):
         return acceptance.summary(user_of(request, user))
 
+    @app.get("/v1/events/recent")
+    async def event_recent(request: Request, user: str | None = None):
+        return {"data": acceptance.recent(user_of(request, user))}
+
     @app.post("/infill")
     async def infill(body: InfillRequest, request: Request):
         try:

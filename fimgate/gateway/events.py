@@ -15,13 +15,15 @@ source="inferred", unless the client reported an event for it (source="reported"
 
 Counted in /metrics (shown, accepted, accepted characters, dismissed; by source, reuse, latency
 bucket and language: acceptance rate = accepted / shown) and per user (`GET /v1/events/summary`,
-the caller's own numbers; `fimgate stats` prints them).
+the caller's own numbers; `fimgate stats` prints them). `GET /v1/events/recent` lists the
+caller's latest verdicts by completion id (accepted or dismissed, reported or inferred), so a
+replay can check the inference against what its people typed.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter
@@ -32,6 +34,7 @@ REMEMBERED = 20_000  # answers kept for events to name (oldest forgotten first)
 LATENCY_BUCKETS = ((100, "<100ms"), (300, "100-300ms"), (1000, "300ms-1s"))
 OPEN_PER_SESSION = 8  # suggestions of one session waiting for the person's next keys to tell
 TAIL_CHARS = 256  # the end of the text before the cursor that the next requests are matched on
+RECENT_PER_USER = 10_000  # verdicts kept per user for /v1/events/recent
 
 
 def reuse_of(usage: UsageReport) -> str:
@@ -50,6 +53,7 @@ def latency_bucket(ms: float | None) -> str:
 
 @dataclass
 class _Answer:
+    completion_id: str
     user: str
     language: str
     reuse: str
@@ -107,6 +111,7 @@ class Events:
         self._answers: OrderedDict[str, _Answer] = OrderedDict()
         self._users: dict[str, dict[str, _Tally]] = {}  # user -> language -> tally
         self._open: OrderedDict[tuple[str, str], list[_Open]] = OrderedDict()  # (user, document) -> open
+        self._recent: dict[str, deque] = {}  # user -> (completion id, "accepted" | "dismissed", source)
         self._remembered = remembered
         self._lock = threading.Lock()
 
@@ -125,7 +130,7 @@ class Events:
         keep it open for its session's next requests to tell what became of it."""
         if usage.cancelled or not text.strip():
             return
-        answer = _Answer(user, language or "unknown", reuse_of(usage), latency_bucket(usage.total_ms), len(text))
+        answer = _Answer(completion_id, user, language or "unknown", reuse_of(usage), latency_bucket(usage.total_ms), len(text))
         with self._lock:
             self._answers[completion_id] = answer
             while len(self._answers) > self._remembered:
@@ -171,6 +176,9 @@ class Events:
         a.seen.add(kind)
         tally = self._users.setdefault(a.user, {}).setdefault(a.language, _Tally())
         labels = (source, a.reuse, a.latency, a.language)
+        if kind != "view":
+            verdict = (a.completion_id, "accepted" if kind == "select" else "dismissed", source)
+            self._recent.setdefault(a.user, deque(maxlen=RECENT_PER_USER)).append(verdict)
         if kind == "view":
             tally.shown += 1
             self.shown.labels(*labels).inc()
@@ -183,6 +191,12 @@ class Events:
         else:
             tally.dismissed += 1
             self.dismissed.labels(*labels).inc()
+
+    def recent(self, user: str) -> list[dict]:
+        """The user's latest verdicts, oldest first."""
+        with self._lock:
+            rows = list(self._recent.get(user, ()))
+        return [{"completion_id": c, "verdict": v, "source": s} for c, v, s in rows]
 
     def summary(self, user: str) -> dict:
         """One user's numbers: in all, and per language."""

@@ -73,6 +73,10 @@ def test_events_are_inferred_for_clients_that_report_none_and_not_for_those_that
     ev.settle("vim", "doc", "x = compute(1)\nreturn", "")
     assert ev.summary("vim")["total"] == {"shown": 2, "accepted": 1, "accepted_chars": 10, "dismissed": 1, "acceptance_rate": 0.5}
     assert 'source="inferred"' in generate_latest(reg).decode()
+    assert ev.recent("vim") == [
+        {"completion_id": "a1", "verdict": "accepted", "source": "inferred"},
+        {"completion_id": "a2", "verdict": "dismissed", "source": "inferred"},
+    ]
     ev.answered("e1", "code", "python", usage, "compute(1)", "doc", "x = ", "")
     ev.record("code", "view", "e1", None, None)  # this client reports: nothing is inferred for it
     ev.settle("code", "doc", "x = compX", "")

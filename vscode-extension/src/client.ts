@@ -95,3 +95,13 @@ export function sendEvent(s: Settings, type: "view" | "select" | "dismiss", comp
     () => undefined,
   );
 }
+
+/** This user's numbers from the gateway (GET /v1/events/summary). */
+export async function fetchSummary(s: Settings): Promise<any> {
+  const headers: Record<string, string> = s.apiKey ? { authorization: `Bearer ${s.apiKey}` } : {};
+  const res = await fetch(`${s.gatewayUrl.replace(/\/$/, "")}/v1/events/summary`, { headers });
+  if (!res.ok) {
+    throw new GatewayError(`gateway answered ${res.status}`);
+  }
+  return res.json();
+}

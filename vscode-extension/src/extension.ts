@@ -5,7 +5,7 @@
 // from the files the person worked in (where the cursor was in the file they left), sent before
 // the current file; files matching secret patterns are never read for it, and get no completions.
 import * as vscode from "vscode";
-import { sendEvent, streamCompletion, warmUp } from "./client";
+import { fetchSummary, sendEvent, streamCompletion, warmUp } from "./client";
 import {
   ContextRing,
   Growing,
@@ -19,6 +19,7 @@ import {
   lineRest,
   outcome,
   statusText,
+  summaryLines,
 } from "./logic";
 
 let status: vscode.StatusBarItem;
@@ -202,6 +203,14 @@ export function activate(context: vscode.ExtensionContext): void {
     status,
     vscode.languages.registerInlineCompletionItemProvider({ pattern: "**" }, provider),
     vscode.window.onDidChangeActiveTextEditor(switched),
+    vscode.commands.registerCommand("fimgate.showStats", async () => {
+      try {
+        const lines = summaryLines(await fetchSummary(settings()));
+        void vscode.window.showInformationMessage(`fimgate: ${lines.join("; ")}`, { modal: false });
+      } catch (e) {
+        void vscode.window.showWarningMessage(`fimgate: ${(e as Error).message}`);
+      }
+    }),
     vscode.commands.registerCommand("fimgate.accepted", (uri: string, id: string, chars: number) => {
       lastShown.delete(uri);
       sendEvent(settings(), "select", id, chars);

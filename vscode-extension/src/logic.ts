@@ -307,3 +307,13 @@ export function statusText(s: Status): { text: string; tooltip: string } {
       return { text: "$(error) fimgate", tooltip: `fimgate: ${s.message}` };
   }
 }
+
+/** The gateway's summary for this user, as lines to read: one per language, then all. */
+export function summaryLines(summary: any): string[] {
+  const line = (name: string, t: any) => {
+    const rate = t.acceptance_rate === null || t.acceptance_rate === undefined ? "-" : `${Math.round(100 * t.acceptance_rate)}%`;
+    return `${name}: ${t.shown} shown, ${t.accepted} accepted (${rate}, ${t.accepted_chars} characters), ${t.dismissed} dismissed`;
+  };
+  const langs = Object.entries(summary?.by_language ?? {}).map(([name, t]) => line(name, t));
+  return [...langs, line("all", summary?.total ?? { shown: 0, accepted: 0, accepted_chars: 0, dismissed: 0, acceptance_rate: null })];
+}

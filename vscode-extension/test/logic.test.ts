@@ -1,5 +1,5 @@
 import * as assert from "assert";
-import { ContextRing, Growing, SseParser, chunkLines, describeUsage, isSecret, outcome, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
+import { ContextRing, Growing, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
@@ -163,5 +163,16 @@ describe("describeUsage", () => {
     assert.strictEqual(describeUsage({ total_ms: 90, cached_tokens: { prefix: 3, shifted: 200 } }), "90 ms, shifted reuse");
     assert.strictEqual(describeUsage({ total_ms: 900, cached_tokens: { prefix: 0, shifted: 0 } }), "900 ms, full prefill");
     assert.strictEqual(describeUsage(undefined), undefined);
+  });
+});
+
+describe("summaryLines", () => {
+  it("reads the gateway's summary, a line per language and one for all", () => {
+    const t = { shown: 4, accepted: 1, accepted_chars: 27, dismissed: 3, acceptance_rate: 0.25 };
+    assert.deepStrictEqual(summaryLines({ total: t, by_language: { python: t } }), [
+      "python: 4 shown, 1 accepted (25%, 27 characters), 3 dismissed",
+      "all: 4 shown, 1 accepted (25%, 27 characters), 3 dismissed",
+    ]);
+    assert.deepStrictEqual(summaryLines({}), ["all: 0 shown, 0 accepted (-, 0 characters), 0 dismissed"]);
   });
 });
