@@ -7,6 +7,7 @@ from fimgate.bench.commands import (
     cmd_bench_abuse,
     cmd_bench_editor,
     cmd_bench_engine,
+    cmd_bench_lsp,
     cmd_bench_make_trace,
     cmd_bench_prefill,
     cmd_bench_quality,
@@ -172,6 +173,18 @@ def add_parsers(b) -> None:
     s.add_argument("--json", default=None)
     s.add_argument("--plot", default=None, metavar="OUT.png")
     s.set_defaults(func=cmd_bench_editor)
+
+    s = b.add_parser("lsp", help="the same keystrokes to `fimgate lsp` over the protocol: key -> inline completion answer")
+    s.add_argument("trace", nargs="?", default=None, help="keystroke trace (default: ../shared/traces/flask-60.jsonl)")
+    s.add_argument("--keys", type=int, default=250, help="single-character keystrokes to type (from the trace's start)")
+    s.add_argument(
+        "--settings",
+        default="{}",
+        help='JSON settings sent as initializationOptions, one run each: \'{}\' (defaults) or a list \'[{}, {"debounceMs": 0}]\'',
+    )
+    s.add_argument("--lsp-flags", default="", help="flags for the fimgate lsp under test (engine flags, --gateway URL)")
+    s.add_argument("--json", default=None)
+    s.set_defaults(func=cmd_bench_lsp)
 
     s = b.add_parser("abuse", help="people's time to first token beside one abusive client, per abuse case")
     s.add_argument("trace", nargs="?", default=None, help="keystroke trace (default: the committed flask-60 head)")

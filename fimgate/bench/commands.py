@@ -174,6 +174,44 @@ def cmd_bench_editor(a) -> int:
     return 0
 
 
+def cmd_bench_lsp(a) -> int:
+    import shlex
+
+    from fimgate.bench.checkout import SHARED
+    from fimgate.bench.editor import trace_slice
+    from fimgate.bench.lsp_editor import bench_lsp
+    from fimgate.bench.workloads.trace import TraceError, read_events
+
+    if a.keys < 1:
+        raise UserError("--keys must be >= 1")
+    try:
+        runs = json.loads(a.settings)
+    except ValueError as e:
+        raise UserError(f"--settings is not JSON: {e}") from None
+    runs = runs if isinstance(runs, list) else [runs]
+    if not all(isinstance(r, dict) for r in runs):
+        raise UserError("--settings: a JSON object, or a list of them")
+    path = a.trace or str(SHARED / "traces" / "flask-60.jsonl")
+    try:
+        sl = trace_slice(read_events(path), a.keys)
+    except (TraceError, OSError) as e:
+        raise UserError(str(e)) from None
+    result = {"trace": path, "keys": a.keys, "lsp_flags": a.lsp_flags, "runs": []}
+    for settings in runs:
+        r = bench_lsp(sl, shlex.split(a.lsp_flags), settings)
+        result["runs"].append({"settings": settings, **r})
+        print(
+            f"settings {json.dumps(settings):28s} key -> answer p50 {r['p50_ms']} ms, p90 {r['p90_ms']} ms (all keys) | "
+            f"answered {r['shown_share']:.1%} useful {r['useful_share']:.1%} ({r['useful_chars']} chars) | "
+            f"answered only: p50 {r['shown_p50_ms']} p90 {r['shown_p90_ms']}",
+            file=sys.stderr,
+        )
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
 def cmd_bench_shape(a) -> int:
     from fimgate.bench.shape import run
     from fimgate.efim.languages import EXTENSIONS

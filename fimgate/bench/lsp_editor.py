@@ -1,0 +1,108 @@
+"""`fimgate bench lsp`: what a person in an LSP editor (Neovim, Helix, Zed, Emacs) sees, at the
+protocol level. The same keystrokes as `fimgate bench editor` (a slice of a trace, real gaps)
+go to `fimgate lsp` as an editor sends them: didOpen, an incremental didChange per key, then
+`textDocument/inlineCompletion` at the new cursor. Per key: the time from the didChange to the
+answer, or none when the next key came first (the editor moves on; the server's own supersede
+cancels the old request) or the answer was empty; the text; useful if the person's next typed
+text starts with it. Summarized exactly as bench editor does (fimgate/bench/editor.py).
+
+What this leaves out, against a real editor: the editor's own delay before asking and its
+drawing (VS Code adds ~50 ms and ~15 ms; see docs/benchmarks.md), so it measures the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+from fimgate.bench.editor import Slice, summarize
+from fimgate.efim.offsets import line_starts, offset_to_position
+
+
+def _offset(text: str, line: int, col: int) -> int:
+    """1-based line and code-point column (the slice's steps) -> offset."""
+    starts = line_starts(text)
+    return min(len(text), starts[min(line, len(starts)) - 1] + col - 1)
+
+
+class _Doc:
+    def __init__(self, client: LanguageClient, uri: str, text: str) -> None:
+        self.client, self.uri, self.text, self.version, self.cursor = client, uri, text, 1, 0
+
+    def edit(self, start: int, end: int, new: str) -> None:
+        """Replace text[start:end] with `new`, and tell the server (incremental sync)."""
+        a, b = offset_to_position(self.text, start), offset_to_position(self.text, end)
+        self.text = self.text[:start] + new + self.text[end:]
+        self.version += 1
+        change = types.TextDocumentContentChangePartial(range=types.Range(types.Position(*a), types.Position(*b)), text=new)
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(types.VersionedTextDocumentIdentifier(self.uri, self.version), [change])
+        )
+        self.cursor = start + len(new)
+
+
+async def _ask(doc: _Doc, window_s: float) -> tuple[float | None, str]:
+    line, ch = offset_to_position(doc.text, doc.cursor)
+    params = types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(doc.uri),
+        position=types.Position(line, ch),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+    )
+    t0 = time.perf_counter()
+    try:
+        result = await asyncio.wait_for(doc.client.text_document_inline_completion_async(params), window_s)
+    except asyncio.TimeoutError:
+        return None, ""
+    items = result.items if isinstance(result, types.InlineCompletionList) else (result or [])
+    text = items[0].insert_text if items and isinstance(items[0].insert_text, str) else ""
+    return ((time.perf_counter() - t0) * 1000 if text.strip() else None), text
+
+
+async def _replay(sl: Slice, server: list[str], settings: dict) -> list[dict]:
+    client = LanguageClient("fimgate-bench-lsp", "1")
+    await client.start_io(*server)
+    await client.initialize_async(
+        types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options={"fimgate": settings})
+    )
+    client.initialized(types.InitializedParams())
+    docs: dict[str, _Doc] = {}
+    doc: _Doc | None = None
+    keys: list[dict] = []
+    try:
+        for s in sl.steps:
+            if s["op"] == "open":
+                uri = f"file:///workspace/{s['file']}"
+                if uri not in docs:
+                    docs[uri] = _Doc(client, uri, s["text"])
+                    item = types.TextDocumentItem(uri, "python" if uri.endswith(".py") else "", 1, s["text"])
+                    client.text_document_did_open(types.DidOpenTextDocumentParams(item))
+                doc = docs[uri]
+                if doc.text != s["text"]:
+                    doc.edit(0, len(doc.text), s["text"])
+            elif s["op"] == "move":
+                doc.cursor = _offset(doc.text, s["line"], s["col"])
+            elif s["op"] == "delete":
+                at = _offset(doc.text, s["line"], s["col"])
+                doc.edit(at, at + s["length"], "")
+            elif s["op"] in ("key", "paste"):
+                doc.edit(doc.cursor, doc.cursor, s["text"])
+                if s["op"] == "key":
+                    t0 = time.perf_counter()
+                    shown_ms, text = await _ask(doc, max(0.001, s["wait_ms"] / 1000))
+                    keys.append({"window_ms": s["wait_ms"], "shown_ms": shown_ms, "text": text})
+                    await asyncio.sleep(max(0.0, s["wait_ms"] / 1000 - (time.perf_counter() - t0)))
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+    return keys
+
+
+def bench_lsp(sl: Slice, serve_flags: list[str], settings: dict) -> dict:
+    """Replay the slice against `fimgate lsp SERVE_FLAGS` (embedded engine by default)."""
+    keys = asyncio.run(_replay(sl, [sys.executable, "-m", "fimgate", "lsp", *serve_flags], settings))
+    return summarize(keys, sl.typed_next)
