@@ -38,9 +38,14 @@ class _Doc:
         a, b = offset_to_position(self.text, start), offset_to_position(self.text, end)
         self.text = self.text[:start] + new + self.text[end:]
         self.version += 1
-        change = types.TextDocumentContentChangePartial(range=types.Range(types.Position(*a), types.Position(*b)), text=new)
+        change = types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=a[0], character=a[1]), end=types.Position(line=b[0], character=b[1])),
+            text=new,
+        )
         self.client.text_document_did_change(
-            types.DidChangeTextDocumentParams(types.VersionedTextDocumentIdentifier(self.uri, self.version), [change])
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version), content_changes=[change]
+            )
         )
         self.cursor = start + len(new)
 
@@ -48,8 +53,8 @@ class _Doc:
 async def _ask(doc: _Doc, window_s: float) -> tuple[float | None, str]:
     line, ch = offset_to_position(doc.text, doc.cursor)
     params = types.InlineCompletionParams(
-        text_document=types.TextDocumentIdentifier(doc.uri),
-        position=types.Position(line, ch),
+        text_document=types.TextDocumentIdentifier(uri=doc.uri),
+        position=types.Position(line=line, character=ch),
         context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
     )
     t0 = time.perf_counter()
@@ -78,8 +83,9 @@ async def _replay(sl: Slice, server: list[str], settings: dict) -> list[dict]:
                 uri = f"file:///workspace/{s['file']}"
                 if uri not in docs:
                     docs[uri] = _Doc(client, uri, s["text"])
-                    item = types.TextDocumentItem(uri, "python" if uri.endswith(".py") else "", 1, s["text"])
-                    client.text_document_did_open(types.DidOpenTextDocumentParams(item))
+                    language = "python" if uri.endswith(".py") else ""
+                    item = types.TextDocumentItem(uri=uri, language_id=language, version=1, text=s["text"])
+                    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
                 doc = docs[uri]
                 if doc.text != s["text"]:
                     doc.edit(0, len(doc.text), s["text"])
