@@ -119,6 +119,7 @@ class UsageReport:
     total_ms: float | None = None
     cancelled: bool = False
     finish_reason: str | None = None  # "stop", "length", "cancelled"
+    type_through: bool = False  # answered from the session's last suggestion, no model call
 
     @property
     def cached_tokens(self) -> int:
@@ -136,6 +137,7 @@ class UsageReport:
             "total_ms": self.total_ms,
             "cancelled": self.cancelled,
             "finish_reason": self.finish_reason,
+            "type_through": self.type_through,
         }
 
 

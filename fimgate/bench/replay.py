@@ -239,7 +239,7 @@ def _run_typing(
             u.shifted_cached_tokens,
             u.recomputed_tokens,
             u.prefilled_tokens,
-            plan.reuse_class.value,
+            "type-through" if u.type_through else plan.reuse_class.value,  # type-through: no plan made
             final.text,
             r.typed_next,
             index=r.index,

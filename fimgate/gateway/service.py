@@ -10,6 +10,8 @@ the text an editor shows, for every front end (HTTP, LSP, `fimgate complete`, be
              Finished text is tidy(whole) - streamed and plain answers are the same text;
              once nothing more can be shown (a multi-line suggestion's block ended), decoding
              stops there (CancelToken.enough) instead of running on to max_tokens
+      type-through: a request whose text typed since the session's last suggestion is that
+             suggestion's beginning gets its rest without a model call (gateway/type_through.py)
 
 Per (user, document) session, a new request supersedes the one in flight: the old one's
 cancel token is set, so its generation stops before its next token and its stream ends
@@ -31,6 +33,7 @@ from fimgate.backend.main_thread import MainThreadRunner
 from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.postprocess import StreamTidy, wants_multiline
+from fimgate.gateway.type_through import TypeThrough
 from fimgate.gateway.warmups import is_warmup, order_key, run_chunked
 
 
@@ -58,6 +61,7 @@ class CompletionService:
         runner: MainThreadRunner | None = None,
         request_timeout_s: float | None = None,
         stop_when_shown: bool = True,
+        type_through: bool = True,
     ) -> None:
         self.backend = backend
         self.planner = planner
@@ -66,6 +70,7 @@ class CompletionService:
         self.stop_when_shown = stop_when_shown  # stop decoding once nothing more can be shown (False: A/B only)
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], _InFlight] = {}
+        self.type_through = TypeThrough() if type_through else None  # False: A/B only
 
     def start(
         self, state: EditorState, sampling: SamplingParams, shape: Shape = Shape()
@@ -86,6 +91,13 @@ class CompletionService:
             if not state.document_id:  # no file named: the planner finds the session by the text
                 state = replace(state, document_id=self.planner.document_for(state))
             session = (state.user_id, state.document_id)
+            typing = not shape.raw and sampling.max_tokens > 0
+            quick = self.type_through.answer(session, state, sampling) if typing and self.type_through else None
+            if quick is not None:
+                previous = self._inflight.pop(session, None)
+                if previous is not None:
+                    previous.cancel.cancel()
+                return quick, CancelToken()
             plan = self.planner.plan(state, sampling)
             warmup = is_warmup(plan)
             place = order_key(arrived, warmup)
@@ -100,6 +112,8 @@ class CompletionService:
         if not shape.raw:
             tidy = StreamTidy(state.text, state.cursor, multiline, shape.min_indent or 0)
             events = _shown(events, tidy, job.cancel if self.stop_when_shown else None)
+            if typing and self.type_through is not None:
+                events = _remembered(events, self.type_through, session, state, sampling)
         return events, job.cancel
 
     def cancel_all(self) -> None:
@@ -129,6 +143,14 @@ class CompletionService:
     def complete(self, state: EditorState, sampling: SamplingParams, shape: Shape = Shape()) -> Finished:
         events, _ = self.start(state, sampling, shape)
         return last_finished(events)
+
+
+def _remembered(events: Iterator[StreamEvent], tt: TypeThrough, session, state: EditorState, sampling) -> Iterator[StreamEvent]:
+    """The events; a complete suggestion is remembered for type-through."""
+    for ev in events:
+        if isinstance(ev, Finished) and not ev.usage.cancelled:
+            tt.remember(session, state, sampling, ev.text)
+        yield ev
 
 
 def _shown(events: Iterator[StreamEvent], tidy: StreamTidy, cancel: CancelToken | None) -> Iterator[StreamEvent]:
