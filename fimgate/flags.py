@@ -72,6 +72,12 @@ def service_args(p: argparse.ArgumentParser) -> None:
         help="suffix-KV correction on re-anchors: re-rotate cached text that moved and recompute this "
         f"share of it (default {CORRECTION_SHARE}; 0: re-rotate only; off: exact reuse only)",
     )
+    p.add_argument(
+        "--type-through",
+        choices=["on", "off"],
+        default="on",
+        help="answer typing the beginning of the session's last suggestion with its rest, without a model call",
+    )
 
 
 def backend_args(p: argparse.ArgumentParser) -> None:
@@ -160,6 +166,7 @@ def service_config(a):
             salts=salts,
             correction=share,
             request_timeout_s=getattr(a, "request_timeout_s", None),
+            type_through=getattr(a, "type_through", "on") == "on",
         )
     except ValueError as e:
         raise UserError(str(e)) from None

@@ -35,6 +35,7 @@ class ServiceConfig:
     salts: CacheSalts | None = None  # their per-tenant cache salts
     correction: float | None = CORRECTION_SHARE  # share of shifted tokens recomputed on a re-anchor; None: exact only
     request_timeout_s: float | None = None  # a request still queued or running then is cancelled
+    type_through: bool = True  # gateway/type_through.py
 
     def __post_init__(self) -> None:
         if self.template is not None and self.template not in TEMPLATES:
@@ -62,4 +63,4 @@ def build_service(config: ServiceConfig = ServiceConfig()) -> CompletionService:
     backend = build_backend(config)
     template = TEMPLATES[config.template] if config.template else template_for_model(backend.model_name)
     planner = EfimPlanner(backend.tokenizer, template, config.window, recompute_share=config.correction)
-    return CompletionService(backend, planner, request_timeout_s=config.request_timeout_s)
+    return CompletionService(backend, planner, request_timeout_s=config.request_timeout_s, type_through=config.type_through)
