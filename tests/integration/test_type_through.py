@@ -29,7 +29,7 @@ def test_type_through_gives_what_the_model_gives(engine, problems):
     fast = CompletionService(engine, EfimPlanner(*planner_args), type_through=True)
     plain = CompletionService(engine, EfimPlanner(*planner_args), type_through=False)
     sampling = SamplingParams(max_tokens=48)
-    served = same = 0
+    served = same = declined = 0
     differ = []
     for i, p in enumerate(problems):
         text, cursor = p.prompt + p.suffix, len(p.prompt)
@@ -40,7 +40,10 @@ def test_type_through_gives_what_the_model_gives(engine, problems):
         k = len(made) // 2  # the person typed the first half of it
         typed = replace(first, text=text[:cursor] + made[:k] + text[cursor:], cursor=cursor + k)
         quick = fast.complete(typed, sampling)
-        assert quick.usage.type_through and quick.usage.prompt_tokens == 0, p.task_id
+        if not quick.usage.type_through:  # declined: the place asks for another shape (a line, not a block)
+            declined += 1
+            continue
+        assert quick.usage.prompt_tokens == 0 and quick.usage.completion_tokens == 0
         plain.complete(replace(first, user_id=f"p{i}"), sampling)  # the same session history, no type-through
         model = plain.complete(replace(typed, user_id=f"p{i}"), sampling)
         assert not model.usage.type_through
@@ -48,7 +51,7 @@ def test_type_through_gives_what_the_model_gives(engine, problems):
         same += quick.text == model.text
         if quick.text != model.text:
             differ.append((p.task_id, made[:k], quick.text, model.text))
-    print(f"\ntype-through: {same}/{served} identical to the model's greedy text at the same place; differ: {differ[:5]}")
+    print(f"\ntype-through: {same}/{served} identical to the model's greedy text there ({declined} declined); {differ[:5]}")
     assert served >= len(problems) // 2
     assert same == served, differ[:5]
 
