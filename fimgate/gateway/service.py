@@ -146,9 +146,10 @@ class CompletionService:
 
 
 def _remembered(events: Iterator[StreamEvent], tt: TypeThrough, session, state: EditorState, sampling) -> Iterator[StreamEvent]:
-    """The events; a complete suggestion is remembered for type-through."""
+    """The events; a suggestion that ended by itself (not cut by max_tokens or the time budget:
+    the model would go on past the cut) is remembered for type-through."""
     for ev in events:
-        if isinstance(ev, Finished) and not ev.usage.cancelled:
+        if isinstance(ev, Finished) and ev.usage.finish_reason == "stop":
             tt.remember(session, state, sampling, ev.text)
         yield ev
 

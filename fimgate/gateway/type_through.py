@@ -4,9 +4,12 @@ just given gets its remainder at once, without a model call.
 Per session the service keeps the last complete suggestion and where it was made (the text
 before the cursor, the text after it, the sampling). A request whose text after the cursor is the
 same, and whose text before it is that place plus a strict beginning of the suggestion, is
-answered with the rest, under the same sampling, greedy only (what greedy decoding would
-continue with there: tests/integration/test_type_through.py measures how often it is the same
-text). The planner is not asked, so its session still holds the last anchor; the next request the
+answered with the rest, under the same sampling, greedy only, for suggestions that ended by
+themselves (one cut by max_tokens or the time budget would go on). It is the suggestion the
+person is reading, kept steady as they type it; decoding afresh there gives the same text most of
+the time, not always: the typed characters are tokenized differently from how the model produced
+them, and greedy decoding can take another branch (tests/integration/test_type_through.py
+measures the share). The planner is not asked, so its session still holds the last anchor; the next request the
 model serves appends everything typed since, as usual (an EFIM append). Usage says
 `type_through: true`. Clients with their own cache (the VS Code extension, llama.vscode) rarely
 need it; LSP editors and OpenAI clients ask on every key.
