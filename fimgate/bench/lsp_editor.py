@@ -73,7 +73,7 @@ async def _ask(doc: _Doc, window_s: float) -> tuple[float | None, str]:
     result = answer.result()
     items = result.items if isinstance(result, types.InlineCompletionList) else (result or [])
     text = items[0].insert_text if items and isinstance(items[0].insert_text, str) else ""
-    return ((time.perf_counter() - t0) * 1000 if text.strip() else None), text
+    return (round((time.perf_counter() - t0) * 1000, 1) if text.strip() else None), text
 
 
 async def _replay(sl: Slice, server: list[str], settings: dict) -> list[dict]:
