@@ -44,8 +44,9 @@ def cmd_stats(a) -> int:
     import httpx
 
     headers = {"authorization": f"Bearer {a.api_key}"} if a.api_key else {}
+    params = {**({"user": a.user} if a.user else {}), **({"everyone": "true"} if a.everyone else {})}
     try:
-        r = httpx.get(a.url.rstrip("/") + "/v1/events/summary", params={"user": a.user} if a.user else {}, headers=headers)
+        r = httpx.get(a.url.rstrip("/") + "/v1/events/summary", params=params, headers=headers)
     except httpx.HTTPError as e:
         raise UserError(f"cannot reach {a.url}: {e}") from None
     if r.status_code != 200:
@@ -54,11 +55,12 @@ def cmd_stats(a) -> int:
     if a.json:
         print(json.dumps(s, indent=2))
         return 0
-    print(f"user {s['user']}")
-    print(f"{'language':12s} {'shown':>7s} {'accepted':>9s} {'rate':>6s} {'chars':>8s} {'dismissed':>10s}")
-    for lang, t in [*s["by_language"].items(), ("all", s["total"])]:
-        rate = "-" if t["acceptance_rate"] is None else f"{t['acceptance_rate']:.0%}"
-        print(f"{lang:12s} {t['shown']:7d} {t['accepted']:9d} {rate:>6s} {t['accepted_chars']:8d} {t['dismissed']:10d}")
+    print(f"{'user':16s} {'language':12s} {'shown':>7s} {'accepted':>9s} {'rate':>6s} {'chars':>8s} {'dismissed':>10s}")
+    for one in s["users"].values() if a.everyone else [s]:
+        for lang, t in [*one["by_language"].items(), ("all", one["total"])]:
+            rate = "-" if t["acceptance_rate"] is None else f"{t['acceptance_rate']:.0%}"
+            row = f"{t['shown']:7d} {t['accepted']:9d} {rate:>6s} {t['accepted_chars']:8d} {t['dismissed']:10d}"
+            print(f"{one['user'][:16]:16s} {lang:12s} {row}")
     return 0
 
 
@@ -100,6 +102,10 @@ def cmd_serve(a) -> int:
         keys = ApiKeys.from_file(a.api_keys) if a.api_keys else None
     except (OSError, ValueError) as e:
         raise UserError(f"API keys: {e}") from None
+    if a.operators and keys is None:
+        raise UserError("--operators names users of --api-keys (without keys, whoever runs the gateway sees everything)")
+    if keys is not None:
+        keys.operators = frozenset(u.strip() for u in (a.operators or "").split(",") if u.strip())
     if keys is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         print("fimgate: warning: serving beyond loopback without --api-keys: anyone can name any user", file=sys.stderr)
     try:
@@ -164,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=DEFAULT_PORT)
     s.add_argument("--api-keys", default=None, metavar="FILE", help="'KEY USER' lines; requests then need a key")
     s.add_argument(
+        "--operators",
+        default=None,
+        metavar="USER[,USER]",
+        help="with --api-keys: users who may read everyone's acceptance numbers",
+    )
+    s.add_argument(
         "--request-timeout-s", type=float, default=60.0, help="a request still queued or generating after this long is cancelled"
     )
     s.add_argument(
@@ -213,10 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("models", help="what can be loaded")
     s.set_defaults(func=cmd_models)
 
-    s = sub.add_parser("stats", help="suggestions shown, accepted and dismissed, per language, from a running gateway")
+    s = sub.add_parser(
+        "stats", help="suggestions shown, accepted and dismissed, per language (and per user), from a running gateway"
+    )
     s.add_argument("--url", default="http://127.0.0.1:8418")
     s.add_argument("--api-key", default=os.environ.get("FIMGATE_API_KEY"), help="the key whose user to show")
     s.add_argument("--user", default=None, help="on a gateway without keys: the user to show (default: local)")
+    s.add_argument("--everyone", action="store_true", help="every user's numbers (operators: fimgate serve --operators)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_stats)
     from fimgate.bench.cli import add_parsers

@@ -207,8 +207,15 @@ def create_app(
         return {}
 
     @app.get("/v1/events/summary")
-    async def event_summary(request: Request, user: str | None = None):
-        return acceptance.summary(user_of(request, user))
+    async def event_summary(request: Request, user: str | None = None, everyone: bool = False):
+        """The caller's numbers; everyone's for an operator (a loopback gateway without keys is
+        one person's, who runs it; with keys, the users named by --operators)."""
+        caller = user_of(request, user)
+        if not everyone:
+            return acceptance.summary(caller)
+        if api_keys is not None and caller not in api_keys.operators:
+            return error(403, "everyone's numbers are for the gateway's operators (fimgate serve --operators)")
+        return acceptance.everyone()
 
     @app.get("/v1/events/recent")
     async def event_recent(request: Request, user: str | None = None):

@@ -20,8 +20,9 @@ class KeyError401(Exception):
 
 
 class ApiKeys:
-    def __init__(self, keys: dict[str, str]) -> None:
+    def __init__(self, keys: dict[str, str], operators: frozenset[str] = frozenset()) -> None:
         self._keys = dict(keys)
+        self.operators = operators  # users who may read everyone's acceptance numbers (--operators)
 
     @classmethod
     def from_file(cls, path: str) -> "ApiKeys":

@@ -198,6 +198,12 @@ class Events:
             rows = list(self._recent.get(user, ()))
         return [{"completion_id": c, "verdict": v, "source": s} for c, v, s in rows]
 
+    def everyone(self) -> dict:
+        """Every user's summary (for the people who run the gateway)."""
+        with self._lock:
+            users = sorted(self._users)
+        return {"users": {u: self.summary(u) for u in users}}
+
     def summary(self, user: str) -> dict:
         """One user's numbers: in all, and per language."""
         with self._lock:

@@ -20,7 +20,7 @@ def _start_gateway(*args: str) -> tuple[str, subprocess.Popen]:
 def keyed(tmp_path_factory):
     keys = tmp_path_factory.mktemp("keys") / "keys.txt"
     keys.write_text(KEYS)
-    base, proc = _start_gateway("--api-keys", str(keys), "--budget-tokens", "2048")
+    base, proc = _start_gateway("--api-keys", str(keys), "--budget-tokens", "2048", "--operators", "bob")
     yield base, proc.pid
     proc.terminate()
     proc.wait(timeout=10)
@@ -78,3 +78,28 @@ def test_memory_stays_bounded_over_1000_requests_from_50_users(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_acceptance_events_are_the_keys_user_and_everyones_numbers_are_the_operators(keyed):
+    base, _ = keyed
+    body = {"prompt": "def add(a, b):\n    return ", "suffix": "\n", "max_tokens": 6, "document": "ev.py"}
+    answer = _post(base, "k-alice", body).json()
+    assert answer["choices"][0]["text"].strip()
+
+    def event(key, kind, user=None):
+        ev = {"type": kind, "completion_id": answer["id"], **({"user": user} if user else {})}
+        return httpx.post(base + "/v1/events", json=ev, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+    assert event("k-bob", "select", user="alice").status_code == 404  # the key, not the body, is the user
+    assert event("k-alice", "select").status_code == 200
+    assert httpx.post(base + "/v1/events", json={"type": "view", "completion_id": answer["id"]}, timeout=30).status_code == 401
+
+    def summary(key, everyone=False):
+        params = {"everyone": "true"} if everyone else {}
+        return httpx.get(base + "/v1/events/summary", params=params, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+    assert summary("k-alice").json()["total"]["accepted"] == 1
+    assert summary("k-bob").json()["total"]["accepted"] == 0
+    assert summary("k-alice", everyone=True).status_code == 403  # alice is not an operator
+    everyone = summary("k-bob", everyone=True).json()["users"]
+    assert everyone["alice"]["total"]["accepted"] == 1 and everyone["alice"]["total"]["shown"] == 1

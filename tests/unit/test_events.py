@@ -22,6 +22,7 @@ def test_events_count_once_per_answer_and_only_for_its_user():
     assert s["total"] == {"shown": 1, "accepted": 1, "accepted_chars": 5, "dismissed": 0, "acceptance_rate": 1.0}
     assert s["by_language"]["python"]["accepted"] == 1
     assert ev.summary("bo")["total"]["shown"] == 0
+    assert list(ev.everyone()["users"]) == ["ana"]
     text = generate_latest(reg).decode()
     assert (
         'fimgate_suggestions_accepted_total{kind="word",language="python",latency="<100ms",reuse="prefix",source="reported"} 1.0'
