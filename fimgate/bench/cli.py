@@ -43,6 +43,12 @@ def add_parsers(b) -> None:
     s.add_argument("--max-tokens", type=int, default=48, help="tokens asked per request (the VS Code extension asks 48)")
     s.add_argument("--prewarm", action="store_true", help="warm the cache when a file opens or the cursor jumps")
     s.add_argument(
+        "--context-chars",
+        type=int,
+        default=0,
+        help="send the context the VS Code extension would (its ring of chunks from files left; it sends 3000)",
+    )
+    s.add_argument(
         "--schedule",
         choices=["consecutive", "office"],
         default="consecutive",

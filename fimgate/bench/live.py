@@ -33,6 +33,7 @@ async def _one(client: httpx.AsyncClient, url: str, k: int, r: TraceRequest, t0:
         "stream": True,
         "user": f"live{k}",
         "document": r.file,
+        **({"input_extra": [{"filename": c.path, "text": c.text} for c in r.context]} if r.context else {}),
     }
     ttft = None
     text = []

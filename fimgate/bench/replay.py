@@ -159,7 +159,7 @@ def replay_strategy(
 def _plan_warmup(strategy: Strategy, r: TraceRequest, w: _Warmup, whole: bool) -> _Warmup:
     """Plan a warm-up (at its first chunk, or when its owner's key cancels it: the gateway plans
     on arrival, so its anchor is the session's from then on, whether its chunks ran or not)."""
-    state = EditorState(f"u{w.k}", r.file, r.text, r.cursor, path=r.file)
+    state = EditorState(f"u{w.k}", r.file, r.text, r.cursor, path=r.file, context=r.context)
     w.plan = replace(strategy.plan(f"u{w.k}", state, SamplingParams(max_tokens=0)), prewarm=True)
     n = len(w.plan.prompt_ids)
     w.ends = [n] if whole else chunk_ends(n)
@@ -209,7 +209,7 @@ def _run_typing(
     if r.next_event_ms is not None and r.next_event_ms <= start:
         outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next, index=r.index))
         return now
-    state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file)
+    state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file, context=r.context)
     service, planning = service
     planning.now_s = start / 1000
     t_plan = time.perf_counter()

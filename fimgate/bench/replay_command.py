@@ -47,6 +47,10 @@ def cmd_bench_replay(a) -> int:
         slices = office_slices(reqs, a.users, a.time_scale, (lo, hi), a.reads, seed=a.seed)
     else:
         slices = user_slices(reqs, a.users, a.time_scale)
+    if a.context_chars > 0:
+        from fimgate.bench.workloads.context_ring import with_context
+
+        slices = [with_context(part, a.context_chars) for part in slices]
     from fimgate.bench.replay import REPLAY_SAMPLING
 
     sampling = replace(REPLAY_SAMPLING, max_tokens=a.max_tokens)
@@ -58,6 +62,7 @@ def cmd_bench_replay(a) -> int:
         "prewarm": a.prewarm,
         "time_scale": a.time_scale,
         "max_tokens": a.max_tokens,
+        "context_chars": a.context_chars,
         "schedule": a.schedule,
         "warmup_yield_ms": yield_ms,
         "peer_prewarm": a.peer_prewarm,

@@ -25,6 +25,7 @@ class TraceRequest:
     next_event_ms: float | None
     typed_next: str
     prewarm: bool = False  # a cache warm-up when a file opens or the cursor jumps, not a completion
+    context: tuple = ()  # other files' chunks sent with it (bench/workloads/context_ring.py)
 
 
 class TraceError(ValueError):

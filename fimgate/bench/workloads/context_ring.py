@@ -1,0 +1,44 @@
+"""The context the VS Code extension sends, for replayed people: its ring of chunks
+(vscode-extension/src/logic.ts, ContextRing, and extension.ts, `switched`), rebuilt from a
+person's requests. Leaving a file adds the lines around its last cursor (16 above and below),
+oldest first; a chunk overlapping an earlier one of the same file replaces it; at most 8 chunks
+and `budget_chars` characters (the oldest go first); the current file's own chunks stay out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fimgate.bench.workloads.trace import TraceRequest
+from fimgate.efim.templates import ContextChunk
+
+RADIUS_LINES = 16
+MAX_CHUNKS = 8
+
+
+def _chunk(text: str, cursor: int) -> tuple[int, int, str]:
+    lines = text.split("\n")
+    line = text.count("\n", 0, cursor)
+    first = max(0, min(line - RADIUS_LINES, len(lines) - 1 - 2 * RADIUS_LINES))
+    last = min(len(lines) - 1, first + 2 * RADIUS_LINES)
+    return first, last, "\n".join(lines[first : last + 1])
+
+
+def with_context(part: list[TraceRequest], budget_chars: int) -> list[TraceRequest]:
+    """One person's requests, each with the chunks the extension would have sent with it."""
+    if budget_chars <= 0:
+        return part
+    ring: list[tuple[str, int, int, str]] = []  # (file, first line, last line, text), oldest first
+    out, last = [], None
+    for r in part:
+        if last is not None and r.file != last.file:
+            first, end, text = _chunk(last.text, last.cursor)
+            text = text[:budget_chars]
+            if text.strip():
+                ring = [c for c in ring if not (c[0] == last.file and c[1] <= end and first <= c[2]) and c[3] != text]
+                ring.append((last.file, first, end, text))
+                while len(ring) > MAX_CHUNKS or sum(len(c[3]) for c in ring) > budget_chars:
+                    ring.pop(0)
+        out.append(replace(r, context=tuple(ContextChunk(f, t) for f, _, _, t in ring if f != r.file)))
+        last = r
+    return out
