@@ -95,7 +95,11 @@ def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(s
         f"routing {stats}"
     )
     assert result["efim"]["ran"] >= 10
-    assert result["efim"]["cache_hit_share"] > 0.8  # vLLM's own count: each keystroke hits the anchor
+    # vLLM's own count, over the requests that reached it: type-through answers the keys typed along a
+    # suggestion without a model call, so these are mostly the keys after the person went elsewhere -
+    # EFIM appends, whose last partial 32-token block vLLM does not cache
+    efim_hit, psm_hit = result["efim"]["cache_hit_share"], result["psm-prefix"]["cache_hit_share"]
+    assert efim_hit > 0.5 and efim_hit > 1.5 * psm_hit
     assert ratio < 0.3
     assert stats["moves"] == 0  # four people (2 strategies x 2 slices), each stayed on one server
     assert all(s["up"] and s["requests"] > 0 for s in stats["servers"])  # and new people spread out
