@@ -119,7 +119,13 @@ export const SECRET_PATTERNS = [
   ".htpasswd", "*credential*", "*secret*", ".ssh/*", ".aws/*", ".gnupg/*", ".docker/config.json", ".kube/config",
 ];
 
+const compiled = new Map<string, RegExp>(); // each glob compiled once (asked on every keystroke)
+
 function globToRegExp(glob: string): RegExp {
+  const known = compiled.get(glob);
+  if (known) {
+    return known;
+  }
   const body = glob
     .replace(/[.+^${}()|[\]\\]/g, "\\$&")
     .replace(/\*\*\//g, "\u0000")
@@ -128,7 +134,9 @@ function globToRegExp(glob: string): RegExp {
     .replace(/\?/g, "[^/]")
     .replace(/\u0000/g, "(.*/)?")
     .replace(/\u0001/g, ".*");
-  return new RegExp(`(^|/)${body}$`, "i");
+  const re = new RegExp(`(^|/)${body}$`, "i");
+  compiled.set(glob, re);
+  return re;
 }
 
 /** Whether a file (a path or file URI) matches a secret pattern or one of `exclude` (globs on its path). */

@@ -11,16 +11,14 @@ from dataclasses import replace
 
 from fimgate.bench.workloads.trace import TraceRequest
 from fimgate.efim.templates import ContextChunk
+from fimgate.lsp.context import chunk_lines
 
-RADIUS_LINES = 16
 MAX_CHUNKS = 8
 
 
 def _chunk(text: str, cursor: int) -> tuple[int, int, str]:
     lines = text.split("\n")
-    line = text.count("\n", 0, cursor)
-    first = max(0, min(line - RADIUS_LINES, len(lines) - 1 - 2 * RADIUS_LINES))
-    last = min(len(lines) - 1, first + 2 * RADIUS_LINES)
+    first, last = chunk_lines(text.count("\n", 0, cursor), len(lines))
     return first, last, "\n".join(lines[first : last + 1])
 
 
