@@ -20,6 +20,13 @@ def engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-tokens", type=int, default=16384, help="KV block pool size, in tokens, for all users")
     p.add_argument("--budget-mb", type=float, default=None, help="KV block pool size in MiB (overrides --budget-tokens)")
     p.add_argument("--block-size", type=int, default=16)
+    p.add_argument(
+        "--slots",
+        type=int,
+        default=4,
+        help="requests the embedded engine runs at once, their next tokens in one batched step (each slot holds a "
+        "context of K/V)",
+    )
     p.add_argument("--device", default="cpu")
     p.add_argument(
         "--dtype",
@@ -139,6 +146,7 @@ def engine_config(a):
             prefill_dtype=a.prefill_dtype,
             screened_head=a.head == "screened",
             threads=a.threads,
+            num_slots=getattr(a, "slots", 4),
         )
     except ValueError as e:
         raise UserError(str(e)) from None

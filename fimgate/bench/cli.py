@@ -158,6 +158,13 @@ def add_parsers(b) -> None:
     s.add_argument(
         "--peers", default=None, metavar="llama.cpp,vllm", help="measure these engines too (fimgate/bench/peers/registry.py)"
     )
+    s.add_argument(
+        "--batch",
+        default=None,
+        metavar="1,2,4,8",
+        help="instead: aggregate decode tokens/s with this many people decoding at once (fimgate/bench/batch_decode.py)",
+    )
+    s.add_argument("--batch-tokens", type=int, default=64, help="with --batch: tokens each person decodes")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_engine)
 

@@ -74,6 +74,8 @@ def cmd_bench_engine(a) -> int:
     peer_names(a)
     if a.background is not None:
         return _bench_background(a)
+    if a.batch is not None:
+        return _bench_batch(a)
     engine = load_engine(a)
     result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)}
     with open_peers(a, engine) as peers:
@@ -83,6 +85,26 @@ def cmd_bench_engine(a) -> int:
                 result[name] = measure(peer, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)
                 result[f"fimgate_vs_{name}"] = compare(result["fimgate"], result[name])
     emit(result, a.json)
+    return 0
+
+
+def _bench_batch(a) -> int:
+    from fimgate.backend.model.bundled import resolve_model
+    from fimgate.bench import batch_decode
+
+    try:
+        sizes = sorted({int(x) for x in a.batch.split(",") if x.strip()})
+    except ValueError:
+        raise UserError("--batch takes counts of people, e.g. 1,2,4,8") from None
+    if not sizes or sizes[0] < 1 or a.batch_tokens < 1:
+        raise UserError("--batch counts and --batch-tokens must be >= 1")
+    names = peer_names(a)
+    if set(names) - {"llama.cpp"}:
+        raise UserError("--batch compares with llama.cpp only")
+    a.slots = max(a.slots, sizes[-1])
+    engine = load_engine(a)
+    llama = resolve_model(a.model) if names else None
+    emit({"precision": precision(a), **batch_decode.run(engine, sizes, a.batch_tokens, llama_cpp_path=llama)}, a.json)
     return 0
 
 

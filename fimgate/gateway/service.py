@@ -15,10 +15,11 @@ the text an editor shows, for every front end (HTTP, LSP, `fimgate complete`, be
 
 Per (user, document) session, a new request supersedes the one in flight: the old one's
 cancel token is set, so its generation stops before its next token and its stream ends
-cleanly. Planning is serialized (the planner's sessions are plain dicts). Generation runs on
-the main thread when a `MainThreadRunner` is given (servers: see fimgate/backend/main_thread.py for
-why), warm-ups in chunks that yield to typing (fimgate/gateway/warmups.py), else in the caller's thread;
-the backend serializes compute either way.
+cleanly. Planning is serialized (the planner's sessions are plain dicts). Compute runs on the
+main thread when a `MainThreadRunner` is given (servers: see fimgate/backend/main_thread.py for
+why): the embedded engine runs its batching loop there (fimgate/backend/embedded/scheduler.py:
+requests together, typing's prefill before warm-ups'); a backend that does not batch runs each
+request as a job there, warm-ups in chunks that yield to typing (fimgate/gateway/warmups.py).
 """
 
 from __future__ import annotations
@@ -65,12 +66,25 @@ class CompletionService:
     ) -> None:
         self.backend = backend
         self.planner = planner
+        self._runner = None
         self.runner = runner
         self.request_timeout_s = request_timeout_s  # a request still running then is cancelled
         self.stop_when_shown = stop_when_shown  # stop decoding once nothing more can be shown (False: A/B only)
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], _InFlight] = {}
         self.type_through = TypeThrough() if type_through else None  # False: A/B only
+
+    @property
+    def runner(self) -> MainThreadRunner | None:
+        return self._runner
+
+    @runner.setter
+    def runner(self, runner: MainThreadRunner | None) -> None:
+        """Compute runs on `runner`'s thread: a batching engine runs its loop there, requests
+        wait in their own threads; anything else runs whole jobs there, one at a time."""
+        self._runner = runner
+        if runner is not None and getattr(self.backend, "batches", False):
+            self.backend.drive_on(runner)
 
     def start(
         self, state: EditorState, sampling: SamplingParams, shape: Shape = Shape()
@@ -125,7 +139,9 @@ class CompletionService:
     def _run(self, session, plan, job: _InFlight) -> Iterator[StreamEvent]:
         cancel = job.cancel
         try:
-            if self.runner is None:
+            if getattr(self.backend, "batches", False):  # it schedules (and places on the runner) itself
+                yield from self.backend.generate(plan, cancel, priority=job.place)
+            elif self.runner is None:
                 yield from self.backend.generate(plan, cancel)
             elif job.warmup and self.backend.chunked_warmups:
                 yield from run_chunked(

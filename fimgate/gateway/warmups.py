@@ -18,13 +18,9 @@ from typing import Callable, Iterator
 
 from fimgate.backend.base import FimPlan, Finished, StreamEvent
 
-WARMUP_CHUNK_TOKENS = 64
-WARMUP_YIELD_S = 0.5
-
-
-def order_key(arrived_s: float, warmup: bool) -> float:
-    """The MainThreadRunner priority (lower runs first) of a job that arrived at `arrived_s`."""
-    return arrived_s + (WARMUP_YIELD_S if warmup else 0.0)
+# the embedded engine's scheduler keeps the same rule for its prefill chunks
+from fimgate.backend.embedded.scheduler import PREFILL_CHUNK_TOKENS as WARMUP_CHUNK_TOKENS  # noqa: E402,F401
+from fimgate.backend.embedded.scheduler import WARMUP_YIELD_S, order_key  # noqa: E402,F401
 
 
 def is_warmup(plan: FimPlan) -> bool:

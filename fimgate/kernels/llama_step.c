@@ -1,4 +1,5 @@
-/* One token through every layer of a Llama-style decoder in a single call (CPU, fp32 activations).
+/* One token (of each sequence in a batch) through every layer of a Llama-style decoder in a single
+ * call (CPU, fp32 activations).
  *
  *   x (hidden)  ->  for each layer:  h = rms_norm(x) * attn_norm
  *                                    q, k, v = qkv h;  rope(q, k);  K/V cache row `slot` = k, v
@@ -14,8 +15,8 @@
  * norms or sliding windows: models with those take the torch path (fimgate/backend/model/fused_step.py
  * decides).
  *
- * K and V caches: (layers, kv_heads, capacity, d) fp32, contiguous; layer_stride = kv_heads *
- * capacity * d, head_stride = capacity * d. rope_cos / rope_sin: the position's per-dimension
+ * K and V caches: (layers, kv_heads, capacity, d) fp32, contiguous; head_stride = capacity * d,
+ * a layer is kv_heads head strides. rope_cos / rope_sin: the position's per-dimension
  * tables (fimgate/kernels/rope.py rope_tables): out = x * cos + swapped(x) * sin, where swapped pairs
  * dimension j with j + d/2 (neox) or with its neighbour (gptj). */
 #include <math.h>
@@ -37,28 +38,32 @@ typedef struct {
     Linear qkv, o, gate_up, down;
 } Layer;
 
-/* y = W x for fp32 W: eight rows a pass, each x chunk loaded once for all eight. */
-static void f32_gemv(const float *w, const float *x, float *y, int64_t n, int64_t k, int threads) {
+/* y = x W^T for fp32 W and m rows of x: eight weight rows a pass, read once for all m rows
+ * (they stay in cache), each row of x dotted exactly as it would be alone. */
+static void f32_gemv(const float *w, const float *x, float *y, int64_t n, int64_t k, int64_t m, int threads) {
     int64_t blocks = (n + ROWS - 1) / ROWS;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t b = 0; b < blocks; b++) {
         int64_t r0 = b * ROWS;
         int64_t rn = n - r0 < ROWS ? n - r0 : ROWS;
-        for (int64_t r = 0; r < rn; r++) {
-            const float *wr = w + (r0 + r) * k;
-            float s = 0.0f;
+        for (int64_t i = 0; i < m; i++) {
+            const float *xi = x + i * k;
+            for (int64_t r = 0; r < rn; r++) {
+                const float *wr = w + (r0 + r) * k;
+                float s = 0.0f;
 #pragma omp simd reduction(+:s)
-            for (int64_t j = 0; j < k; j++) s += wr[j] * x[j];
-            y[r0 + r] = s;
+                for (int64_t j = 0; j < k; j++) s += wr[j] * xi[j];
+                y[i * n + r0 + r] = s;
+            }
         }
     }
 }
 
-static void apply(const Linear *l, const float *x, float *y, int threads) {
+static void apply(const Linear *l, const float *x, float *y, int64_t m, int threads) {
     if (l->int8)
-        int8_gemv((const int8_t *)l->w, l->scale, x, y, l->rows, l->cols, 1, threads);
+        int8_gemv((const int8_t *)l->w, l->scale, x, y, l->rows, l->cols, m, threads);
     else
-        f32_gemv((const float *)l->w, x, y, l->rows, l->cols, threads);
+        f32_gemv((const float *)l->w, x, y, l->rows, l->cols, m, threads);
 }
 
 static void rms_norm(const float *x, const float *w, float *out, int64_t n, float eps) {
@@ -78,43 +83,57 @@ static void rope(float *x, const float *c, const float *s, int64_t d, int gptj) 
     for (int64_t j = 0; j < d; j++) x[j] = x[j] * c[j] + swapped[j] * s[j];
 }
 
-/* ws: workspace of llama_step_workspace(...) floats. Returns 0, or -1 if head_dim > 512. */
-int llama_step(const Layer *layers, int64_t n_layers, float *x, float *k_cache, float *v_cache,
-               int64_t layer_stride, int64_t head_stride, int64_t slot, const float *rope_cos,
+/* One token for each of `batch` sequences, each with its own cache, slot and position: the
+ * linears run once for the whole batch (each weight read once, not once per sequence), the
+ * attention per sequence. Row b's arithmetic is the same as when it runs alone, so a batched
+ * token equals the token alone bit for bit.
+ *   x: (batch, hidden), replaced by the last layer's output
+ *   k_caches[b], v_caches[b]: sequence b's caches; head_strides[b] = its capacity * d
+ *   slots[b]: the row written and attended up to; rope_cos / rope_sin: (batch, d)
+ * ws: workspace of llama_step_workspace(...) floats. Returns 0, or -1 if head_dim > 512. */
+int llama_step(const Layer *layers, int64_t n_layers, int64_t batch, float *x, float *const *k_caches,
+               float *const *v_caches, const int64_t *head_strides, const int64_t *slots, const float *rope_cos,
                const float *rope_sin, int64_t gptj, int64_t hidden, int64_t heads, int64_t kv_heads,
                int64_t d, int64_t inter, float eps, float scale, float *ws, int threads) {
     if (d > 512) return -1;
     int64_t qkv_n = (heads + 2 * kv_heads) * d;
-    float *h = ws, *qkv = h + hidden, *att = qkv + qkv_n, *gu = att + heads * d, *act = gu + 2 * inter,
-          *out = act + inter, *attn_ws = out + hidden;
+    float *h = ws, *qkv = h + batch * hidden, *att = qkv + batch * qkv_n, *gu = att + batch * heads * d,
+          *act = gu + batch * 2 * inter, *out = act + batch * inter, *attn_ws = out + batch * hidden;
     for (int64_t i = 0; i < n_layers; i++) {
         const Layer *L = layers + i;
-        rms_norm(x, L->attn_norm, h, hidden, eps);
-        apply(&L->qkv, h, qkv, threads);
-        for (int64_t hd = 0; hd < heads + kv_heads; hd++) rope(qkv + hd * d, rope_cos, rope_sin, d, gptj);
-        float *kc = k_cache + i * layer_stride, *vc = v_cache + i * layer_stride;
-        for (int64_t hd = 0; hd < kv_heads; hd++) {
-            memcpy(kc + hd * head_stride + slot * d, qkv + (heads + hd) * d, d * sizeof(float));
-            memcpy(vc + hd * head_stride + slot * d, qkv + (heads + kv_heads + hd) * d, d * sizeof(float));
+        for (int64_t b = 0; b < batch; b++) rms_norm(x + b * hidden, L->attn_norm, h + b * hidden, hidden, eps);
+        apply(&L->qkv, h, qkv, batch, threads);
+        for (int64_t b = 0; b < batch; b++) {
+            float *qb = qkv + b * qkv_n;
+            for (int64_t hd = 0; hd < heads + kv_heads; hd++)
+                rope(qb + hd * d, rope_cos + b * d, rope_sin + b * d, d, gptj);
+            int64_t hs = head_strides[b], slot = slots[b];
+            float *kc = k_caches[b] + i * kv_heads * hs, *vc = v_caches[b] + i * kv_heads * hs;
+            for (int64_t hd = 0; hd < kv_heads; hd++) {
+                memcpy(kc + hd * hs + slot * d, qb + (heads + hd) * d, d * sizeof(float));
+                memcpy(vc + hd * hs + slot * d, qb + (heads + kv_heads + hd) * d, d * sizeof(float));
+            }
+            decode_attention(qb, kc, vc, att + b * heads * d, attn_ws, kv_heads, heads / kv_heads, d, slot + 1, hs,
+                             scale, threads);
         }
-        decode_attention(qkv, kc, vc, att, attn_ws, kv_heads, heads / kv_heads, d, slot + 1, head_stride, scale,
-                         threads);
-        apply(&L->o, att, out, threads);
-        for (int64_t j = 0; j < hidden; j++) x[j] += out[j];
-        rms_norm(x, L->mlp_norm, h, hidden, eps);
-        apply(&L->gate_up, h, gu, threads);
-        for (int64_t j = 0; j < inter; j++) {
-            float g = gu[j];
-            act[j] = g / (1.0f + expf(-g)) * gu[inter + j];
+        apply(&L->o, att, out, batch, threads);
+        for (int64_t j = 0; j < batch * hidden; j++) x[j] += out[j];
+        for (int64_t b = 0; b < batch; b++) rms_norm(x + b * hidden, L->mlp_norm, h + b * hidden, hidden, eps);
+        apply(&L->gate_up, h, gu, batch, threads);
+        for (int64_t b = 0; b < batch; b++) {
+            const float *g = gu + b * 2 * inter;
+            float *a = act + b * inter;
+            for (int64_t j = 0; j < inter; j++) a[j] = g[j] / (1.0f + expf(-g[j])) * g[inter + j];
         }
-        apply(&L->down, act, out, threads);
-        for (int64_t j = 0; j < hidden; j++) x[j] += out[j];
+        apply(&L->down, act, out, batch, threads);
+        for (int64_t j = 0; j < batch * hidden; j++) x[j] += out[j];
     }
     return 0;
 }
 
-int64_t llama_step_workspace(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t d, int64_t inter,
+/* kv_len: the longest cache any sequence of the batch attends over. */
+int64_t llama_step_workspace(int64_t batch, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t d, int64_t inter,
                              int64_t kv_len, int threads) {
-    return hidden + (heads + 2 * kv_heads) * d + heads * d + 3 * inter + hidden
+    return batch * (hidden + (heads + 2 * kv_heads) * d + heads * d + 3 * inter + hidden)
            + heads * kv_len + (int64_t)(threads < 1 ? 1 : threads) * heads * (d + 2);
 }

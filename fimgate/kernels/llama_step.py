@@ -1,7 +1,9 @@
-"""One token through all the layers of a Llama-style decoder in one C call (fimgate/kernels/llama_step.c).
+"""One token through all the layers of a Llama-style decoder in one C call (fimgate/kernels/llama_step.c),
+for one sequence or a batch of them (each with its own cache, slot and position).
 
     layers = pack_layers([LayerWeights(attn_norm, mlp_norm, qkv, o, gate_up, down), ...])
     ok = llama_step(layers, x, kv_k, kv_v, slot, cos_t, sin_t, dims)   # x (hidden,) updated in place
+    ok = llama_step_batch(layers, xs, [(kv_k, kv_v), ...], slots, cos_t, sin_t, dims)   # xs (batch, hidden)
 
 A linear is an fp32 (rows, cols) tensor or kernels/int8_gemv.Int8Rows. The caller keeps the
 weights alive and decides which models fit (fimgate/backend/model/fused_step.py); this module only checks
@@ -33,10 +35,10 @@ KERNEL = cpu_build.Kernel(
     "llama_step",
     {
         "llama_step": (
-            [_P, _I, _P, _P, _P, _I, _I, _I, _P, _P, _I, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_float, _P, ctypes.c_int],
+            [_P, _I, _I, _P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_float, _P, ctypes.c_int],
             ctypes.c_int,
         ),
-        "llama_step_workspace": ([_I, _I, _I, _I, _I, _I, ctypes.c_int], _I),
+        "llama_step_workspace": ([_I, _I, _I, _I, _I, _I, _I, ctypes.c_int], _I),
     },
 )
 
@@ -102,34 +104,51 @@ def llama_step(
     v_cache: (layers, kv_heads, capacity, head_dim) fp32 contiguous; row `slot` is written and
     rows [0, slot] attended to. cos_t, sin_t: (head_dim,) RoPE tables of the token's position.
     False (nothing done) without the C kernel."""
+    return llama_step_batch(layers, x.view(1, -1), [(k_cache, v_cache)], [slot], cos_t.view(1, -1), sin_t.view(1, -1), dims)
+
+
+def llama_step_batch(
+    layers: ctypes.Array,
+    xs: torch.Tensor,
+    caches: list[tuple[torch.Tensor, torch.Tensor]],
+    slots: list[int],
+    cos_t: torch.Tensor,
+    sin_t: torch.Tensor,
+    dims: Dims,
+) -> bool:
+    """xs: (batch, hidden) fp32 contiguous, each sequence's token embedding, replaced by its last
+    layer's output. caches[b]: sequence b's (k, v), each (layers, kv_heads, capacity, head_dim)
+    fp32 contiguous; row slots[b] is written and rows [0, slots[b]] attended to. cos_t, sin_t:
+    (batch, head_dim) RoPE tables of each token's position. Row b comes out as llama_step would
+    give it alone, bit for bit. False (nothing done) without the C kernel."""
     lib = KERNEL.lib
     if lib is None:
         return False
-    if not (
-        k_cache.is_contiguous()
-        and v_cache.is_contiguous()
-        and k_cache.dtype == torch.float32
-        and v_cache.dtype == torch.float32
-        and x.is_contiguous()
-        and x.dtype == torch.float32
-    ):
-        raise ValueError("llama_step: x and the K/V caches must be contiguous fp32")
-    if not 0 <= slot < k_cache.shape[2] or k_cache.shape[0] != len(layers):
-        raise ValueError(f"llama_step: slot {slot} outside the cache, or {len(layers)} layers for {k_cache.shape[0]}")
+    batch = xs.shape[0]
+    if not (xs.is_contiguous() and xs.dtype == torch.float32 and len(caches) == batch == len(slots)):
+        raise ValueError("llama_step: x must be contiguous fp32, one row per cache and slot")
+    for (k, v), slot in zip(caches, slots):
+        if not (k.is_contiguous() and v.is_contiguous() and k.dtype == torch.float32 and v.dtype == torch.float32):
+            raise ValueError("llama_step: the K/V caches must be contiguous fp32")
+        if not 0 <= slot < k.shape[2] or k.shape[0] != len(layers) or k.shape[1] != dims.kv_heads:
+            raise ValueError(f"llama_step: slot {slot} outside the cache, or {len(layers)} layers for {k.shape[0]}")
     threads = torch.get_num_threads()
     cos_t, sin_t = cos_t.contiguous(), sin_t.contiguous()
     ws = torch.empty(
-        lib.llama_step_workspace(dims.hidden, dims.heads, dims.kv_heads, dims.head_dim, dims.intermediate, slot + 1, threads)
+        lib.llama_step_workspace(
+            batch, dims.hidden, dims.heads, dims.kv_heads, dims.head_dim, dims.intermediate, max(slots) + 1, threads
+        )
     )
+    pointers = ctypes.c_void_p * batch
     rc = lib.llama_step(
         layers,
         len(layers),
-        x.data_ptr(),
-        k_cache.data_ptr(),
-        v_cache.data_ptr(),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        slot,
+        batch,
+        xs.data_ptr(),
+        pointers(*[k.data_ptr() for k, _ in caches]),
+        pointers(*[v.data_ptr() for _, v in caches]),
+        (ctypes.c_int64 * batch)(*[k.stride(1) for k, _ in caches]),
+        (ctypes.c_int64 * batch)(*slots),
         cos_t.data_ptr(),
         sin_t.data_ptr(),
         int(dims.gptj),

@@ -5,7 +5,7 @@ import torch
 
 from fimgate.backend.base import CancelToken, FimPlan, HealingConstraint, SamplingParams
 from fimgate.backend.embedded.constraint import TextPrefixIndex
-from fimgate.backend.embedded.decode_loop import decode, first_pick
+from fimgate.backend.embedded.decode_loop import decode, first_pick, stepped
 
 VOCAB = [b"<eos>", b"ret", b"urn", b"return", b" x", b"\n", b" y", b"r"]
 EOS = 0
@@ -32,8 +32,8 @@ def _run(script: list[int], cancel_after: int | None = None, **plan_kw):
         return logits_for(len(calls))
 
     heal = plan.healing.text.encode()
-    gen = decode(
-        plan, logits_for(0), step, VOCAB, TextPrefixIndex(VOCAB, {EOS}), EOS, plan.sampling.max_tokens + len(heal), cancel
+    gen = stepped(
+        decode(plan, logits_for(0), VOCAB, TextPrefixIndex(VOCAB, {EOS}), EOS, plan.sampling.max_tokens + len(heal), cancel), step
     )
     deltas = []
     try:

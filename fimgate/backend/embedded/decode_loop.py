@@ -2,22 +2,25 @@
 
 It owns what a completion means to the client - the healing constraint re-spelled and not
 repeated, stop tokens, stop strings held back until they cannot match, cancel between
-tokens - and leaves the forward pass to the caller, `step(token, argmax_only, only_ids)`: the
-embedded engine's model, or a benchmark peer (fimgate/bench/peers/llama_cpp.py), so both answer the same
-plan the same way. The two hints say what the next pick reads of the logits step returns, so a
-model may skip the rest of its output head: argmax_only, the pick is greedy (only the argmax
-need be right); only_ids, the pick is restricted to these tokens (a healing constraint: only
-their entries are read, the others may be anything).
+tokens - and leaves the forward pass to the caller: it yields a `NextToken` where it needs the
+logits after a token and is sent them back. The embedded engine batches those needs of many
+requests into one step (fimgate/backend/embedded/scheduler.py); a benchmark peer
+(fimgate/bench/peers/llama_cpp.py) answers them one by one with `stepped`, so both answer the
+same plan the same way. The two hints say what the next pick reads of the logits, so a model
+may skip the rest of its output head: argmax_only, the pick is greedy (only the argmax need be
+right); only_ids, the pick is restricted to these tokens (a healing constraint: only their
+entries are read, the others may be anything). A cancelled request may be sent None instead
+of logits: the loop stops before it reads them.
 
-    events = decode(plan, logits, step, ...)      # yields TextDelta, returns Decoded
-    result = yield from events
+    events = decode(plan, logits, ...)            # yields TextDelta and NextToken, returns Decoded
+    result = yield from stepped(events, step)     # step(token, argmax_only, only_ids) -> logits
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Generator
+from typing import Callable, Generator, Optional
 
 import torch
 
@@ -35,6 +38,15 @@ class Decoded:
     finish: str  # "stop", "length", "cancelled"
 
 
+@dataclass(frozen=True)
+class NextToken:
+    """decode() needs the logits after `token` (the next position of its sequence)."""
+
+    token: int
+    argmax_only: bool
+    only_ids: list[int] | None
+
+
 def first_pick(plan: FimPlan, heal_index: TextPrefixIndex) -> tuple[bool, list[int] | None]:
     """(argmax_only, only_ids) for the prompt's own logits: what decode() reads of them first."""
     allowed = HealingCursor(heal_index, plan.healing.text.encode("utf-8")).allowed()
@@ -44,15 +56,14 @@ def first_pick(plan: FimPlan, heal_index: TextPrefixIndex) -> tuple[bool, list[i
 def decode(
     plan: FimPlan,
     logits: torch.Tensor,
-    step: Callable[..., torch.Tensor],
     token_bytes: list[bytes],
     heal_index: TextPrefixIndex,
     eos_id: int | None,
     max_new: int,
     cancel: CancelToken,
-) -> Generator[TextDelta, None, Decoded]:
-    """Sample from `logits` (the prompt's last), then step(token, argmax_only, only_ids) -> the
-    next logits, up to `max_new` tokens (the plan's max_tokens plus what healing re-spells)."""
+) -> Generator[TextDelta | NextToken, Optional[torch.Tensor], Decoded]:
+    """Sample from `logits` (the prompt's last), then yield NextToken and be sent the next
+    logits, up to `max_new` tokens (the plan's max_tokens plus what healing re-spells)."""
     gen = torch.Generator().manual_seed(plan.sampling.seed) if plan.sampling.seed is not None else None
     stop_ids = set(plan.stop_token_ids) | ({eos_id} - {None})
     stops = StopStrings(plan.sampling.stop)
@@ -89,11 +100,28 @@ def decode(
         if budget_s is not None and "\n" in stops.text and time.perf_counter() - t_first > budget_s:
             break  # llama.cpp's t_max_predict_ms: a line is done and the time is up
         allowed = healing.allowed()
-        logits = step(tok, greedy, allowed)
+        logits = yield NextToken(tok, greedy, allowed)
     tail = stops.flush()
     if tail and finish != "cancelled":
         yield TextDelta(tail)
     return Decoded(stops.text, num_out, t_first, finish)
+
+
+def stepped(
+    events: Generator[TextDelta | NextToken, Optional[torch.Tensor], Decoded], step: Callable[..., torch.Tensor]
+) -> Generator[TextDelta, None, Decoded]:
+    """decode()'s events with each NextToken answered by step(token, argmax_only, only_ids)."""
+    reply = None
+    while True:
+        try:
+            ev = events.send(reply)
+        except StopIteration as done:
+            return done.value
+        reply = None
+        if isinstance(ev, NextToken):
+            reply = step(ev.token, ev.argmax_only, ev.only_ids)
+        else:
+            yield ev
 
 
 def decode_rate(t_first: float | None, t_end: float, num_out: int) -> float | None:

@@ -10,8 +10,10 @@ A request runs: match (slot and tree, same user only) -> gather missing rows -> 
 rest -> decode token by token (cancel checked before each) -> write new full and partial
 blocks back into the user's tree. When the plan allows shifted reuse, runs of the session's
 previous prompt that reappear elsewhere are re-rotated into place and partly recomputed
-(fimgate/backend/embedded/shifted_reuse.py) instead of prefilled. One request computes at a time; on 2 CPU cores batching
-would only share the same cores.
+(fimgate/backend/embedded/shifted_reuse.py) instead of prefilled. Requests run together, one
+per slot: each is a coroutine that yields the compute it needs, and the scheduler
+(fimgate/backend/embedded/scheduler.py) runs every running request's next token in one batched
+step and prompts in chunks between those steps.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from fimgate.backend.base import (  # noqa: F401
 )
 from fimgate.backend.block_tree import BlockTree, common_prefix
 from fimgate.backend.embedded.constraint import TextPrefixIndex
-from fimgate.backend.embedded.decode_loop import Decoded, decode, decode_rate, first_pick
+from fimgate.backend.embedded.decode_loop import Decoded, NextToken, decode, decode_rate, first_pick
+from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork, order_key
 from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
 from fimgate.backend.embedded.threads import ThreadGovernor
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
@@ -53,7 +56,7 @@ class EngineConfig:
     budget_tokens: int = 16384  # the block pool, shared by all users
     budget_bytes: int | None = None  # when set, the pool's size in bytes (overrides budget_tokens)
     pin_cap_share: float = 0.5
-    num_slots: int = 2
+    num_slots: int = 4  # requests that run at once (each slot: max_context rows of K/V)
     max_context: int = 4096
     device: str = "cpu"
     threads: int | None = None  # None: as many as the cores free now (fimgate/backend/embedded/threads.py)
@@ -80,6 +83,7 @@ class _Slot:
         self.user_id: str | None = None
         self.tokens: list[int] = []  # tokens whose K/V sit at rows 0..len(tokens)
         self.last_used = 0.0
+        self.busy = False  # a running request computes in it
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,8 @@ class _Cost:
 
 
 class EmbeddedEngine:
-    chunked_warmups = True  # a warm-up may arrive as growing prefixes of its prompt (fimgate/gateway/warmups.py)
+    chunked_warmups = False  # the scheduler prefills every prompt in chunks itself
+    batches = True  # requests run together: call generate() from each request's thread
 
     def __init__(self, loaded: LoadedModel, config: EngineConfig = EngineConfig()) -> None:
         self.governor = ThreadGovernor(config.threads)  # threads fit to the cores free now (threads.py)
@@ -148,6 +153,7 @@ class EmbeddedEngine:
             _Slot(KVBuffer.empty(cfg, self.capacity, device=config.device, dtype=dtype)) for _ in range(config.num_slots)
         ]
         self._lock = threading.Lock()
+        self.scheduler = BatchScheduler(self, self._lock)
         special = {self._tokenizer.token_id(t) for t in getattr(self._tokenizer, "_special", {})} - {None}
         self._heal_index = TextPrefixIndex(self._tokenizer.token_bytes, exclude_ids=special)
         # the last prompt of each (user, session): where reuse hints point
@@ -198,7 +204,9 @@ class EmbeddedEngine:
             self.tree.unpin(receipt)
 
     # -- generation ------------------------------------------------------------------------
-    def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]:
+    def generate(self, plan: FimPlan, cancel: CancelToken | None = None, priority: float | None = None) -> Iterator[StreamEvent]:
+        """The request's events. It runs together with the others (scheduler.py); `priority`
+        orders its prefill against theirs (lower first; default: now, a warm-up later)."""
         cancel = cancel or CancelToken()
         prompt = list(plan.prompt_ids)
         if not prompt:
@@ -208,49 +216,72 @@ class EmbeddedEngine:
         if len(prompt) >= self.capacity:
             raise ContextOverflowError(f"prompt of {len(prompt)} tokens does not fit the context of {self.capacity}")
         max_new = min(max_new, self.capacity - len(prompt))
-        with self._lock:
-            yield from self._generate_locked(plan, prompt, max_new, cancel)
+        if priority is None:
+            priority = order_key(time.monotonic(), plan.prewarm or plan.sampling.max_tokens == 0)
+        yield from self.scheduler.run(self._request(plan, prompt, max_new, cancel), cancel, priority)
+
+    def drive_on(self, runner) -> None:
+        """Run the scheduler's loop on `runner` (a MainThreadRunner): servers compute on their main thread."""
+        self.scheduler.drive_on(runner)
+
+    def free_slots(self) -> int:
+        return sum(not s.busy for s in self._slots)
 
     def _take_slot(self, user_id: str, prompt: list[int]) -> tuple[_Slot, int]:
+        free = [s for s in self._slots if not s.busy]
         best, best_n = None, -1
-        for s in self._slots:
+        for s in free:
             n = common_prefix(s.tokens, prompt) if s.user_id == user_id else -1
             if n > best_n:
                 best, best_n = s, n
         if best_n <= 0:
-            best = min(self._slots, key=lambda s: s.last_used)
+            best = min(free, key=lambda s: s.last_used)
             best_n = 0
         if best.user_id != user_id:
             best.user_id, best.tokens = user_id, []
+        best.busy = True
         return best, best_n
 
-    def _generate_locked(self, plan: FimPlan, prompt: list[int], max_new: int, cancel: CancelToken) -> Iterator[StreamEvent]:
-        """One request, stage by stage: claim a slot with the cached prefix, place shifted text,
-        run the tokens that must be computed, decode, store and report."""
+    def _request(self, plan: FimPlan, prompt: list[int], max_new: int, cancel: CancelToken):
+        """One request, stage by stage, as a coroutine the scheduler runs: claim a slot with the
+        cached prefix, place shifted text, run the tokens that must be computed, decode, store
+        and report. Yields events and the compute it needs (StepWork, PrefillWork)."""
         t0 = time.perf_counter()
         self.governor.choose()
         self._now_s = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
         slot, cached = self._claim(plan, prompt)
-        old = self._remember_prompt(plan, prompt)
-        shifted, recompute = self._place_moved_text(plan, prompt, old, cached, slot)
-        cost = _Cost.of(len(prompt), cached, shifted, recompute)
-        if cancel.cancelled:
-            yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0)
-            return
-        logits = self._prefill(plan, prompt, cost.positions, slot, bool(recompute))
-        if plan.sampling.max_tokens == 0:
-            yield self._finish(plan, slot, cost, Decoded("", 0, None, "length"), t0)
-            return
-
-        def step(tok: int, argmax_only: bool = False, only_ids: list[int] | None = None) -> torch.Tensor:
-            logits = self._step(tok, len(slot.tokens), slot.kv, argmax_only, only_ids)
-            slot.tokens.append(tok)
-            return logits
-
-        out = yield from decode(
-            plan, logits, step, self._tokenizer.token_bytes, self._heal_index, self._tokenizer.eos_id, max_new, cancel
-        )
-        yield self._finish(plan, slot, cost, out, t0)
+        try:
+            old = self._remember_prompt(plan, prompt)
+            shifted, recompute = self._place_moved_text(plan, prompt, old, cached, slot)
+            cost = _Cost.of(len(prompt), cached, shifted, recompute)
+            if cancel.cancelled:
+                yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0)
+                return
+            logits = yield from self._prefill(plan, prompt, cost.positions, slot, bool(recompute), cached)
+            if logits is None:  # cancelled before its prompt was computed
+                yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0)
+                return
+            if plan.sampling.max_tokens == 0:
+                yield self._finish(plan, slot, cost, Decoded("", 0, None, "length"), t0)
+                return
+            events = decode(plan, logits, self._tokenizer.token_bytes, self._heal_index, self._tokenizer.eos_id, max_new, cancel)
+            reply = None
+            while True:
+                try:
+                    ev = events.send(reply)
+                except StopIteration as done:
+                    out = done.value
+                    break
+                reply = None
+                if isinstance(ev, NextToken):
+                    reply = yield StepWork(ev.token, len(slot.tokens), slot.kv, ev.argmax_only, ev.only_ids)
+                    if reply is not None:  # None: cancelled, the step did not run
+                        slot.tokens.append(ev.token)
+                else:
+                    yield ev
+            yield self._finish(plan, slot, cost, out, t0)
+        finally:
+            slot.busy = False
 
     def _claim(self, plan: FimPlan, prompt: list[int]) -> tuple[_Slot, int]:
         """A slot holding the longest cached prefix of the prompt (from a slot or the user's tree);
@@ -289,22 +320,48 @@ class EmbeddedEngine:
         shifted = {p for s in spans for p in range(s.new_start, s.new_start + s.num_tokens)}
         return shifted, select_recompute(spans, plan.recompute_share)
 
-    def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: _Slot, recomputing: bool) -> torch.Tensor:
-        """Run the prompt's uncached (and recomputed) positions; the last one's logits."""
+    def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: _Slot, recomputing: bool, cached: int):
+        """Run the prompt's uncached (and recomputed) positions (a coroutine step); the last
+        one's logits, or None when cancelled first (the slot then keeps what was computed)."""
         argmax_only, only_ids = first_pick(plan, self._heal_index)
         if len(positions) == 1 and not recomputing:  # a keystroke's 1-token append: one decode step
-            logits = self._step(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
+            work = StepWork(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
         else:
-            dev = self.model.device
-            logits = self.model.forward(
-                torch.tensor([prompt[p] for p in positions], device=dev),
-                torch.tensor(positions, device=dev),
-                slot.kv,
-                argmax_only=argmax_only,
-                only_ids=only_ids,
-            )
+            work = PrefillWork([prompt[p] for p in positions], positions, slot.kv, argmax_only, only_ids)
+        logits = yield work
+        if logits is None:
+            done = work.done if isinstance(work, PrefillWork) and not recomputing else 0
+            slot.tokens = list(prompt[: cached + done])
+            return None
         slot.tokens = list(prompt)
         return logits
+
+    # -- compute (the scheduler calls these) -----------------------------------------------
+    def run_steps(self, works: list[StepWork]) -> list[torch.Tensor]:
+        """One token for each work, in one batched step where the model has one."""
+        if self._graphs is not None:
+            return [self._graphs.step(w.token, w.position, w.kv) for w in works]
+        return self.model.step_batch(
+            [w.token for w in works],
+            [w.position for w in works],
+            [w.kv for w in works],
+            [w.argmax_only for w in works],
+            [w.only_ids for w in works],
+        )
+
+    def run_prefill(self, work: PrefillWork, end: int) -> torch.Tensor | None:
+        """Run work's tokens [done, end); the logits after the last once end is the last."""
+        dev = self.model.device
+        last = end == len(work.ids)
+        logits = self.model.forward(
+            torch.tensor(work.ids[work.done : end], device=dev),
+            torch.tensor(work.positions[work.done : end], device=dev),
+            work.kv,
+            logits_for="last" if last else "none",
+            argmax_only=work.argmax_only,
+            only_ids=work.only_ids,
+        )
+        return logits if last else None
 
     def _step(
         self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False, only_ids: list[int] | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from fimgate.kernels.llama_step import Dims, LayerWeights, llama_step, pack_layers
+from fimgate.kernels.llama_step import Dims, LayerWeights, llama_step_batch, pack_layers
 from fimgate.kernels.rope import cos_sin, rope_tables
 
 
@@ -73,11 +73,16 @@ class FusedStep:
         """The last layer's output (1, hidden) after `token` at `position`, its K/V written at
         row `slot` of `kv`; None (nothing written) where the kernel is not available or the
         buffer is not fp32."""
-        if kv.k.dtype != torch.float32 or not kv.k.is_contiguous():
+        return self.batch([token], [slot], [position], [kv])
+
+    def batch(self, tokens: list[int], slots: list[int], positions: list[int], kvs: list) -> torch.Tensor | None:
+        """One token for each of several sequences in one call (each weight read once for all):
+        (batch, hidden), row b what __call__ gives for sequence b alone; None where it cannot."""
+        if any(kv.k.dtype != torch.float32 or not kv.k.is_contiguous() for kv in kvs):
             return None
-        cos, sin = cos_sin(torch.tensor([position]), self.inv_freq)
+        cos, sin = cos_sin(torch.tensor(positions), self.inv_freq)
         cos_t, sin_t = rope_tables(cos, sin, self.rope)
-        x = self.embed[token].clone()
-        if not llama_step(self._layers, x, kv.k, kv.v, slot, cos_t[0], sin_t[0], self.dims):
+        xs = self.embed[torch.tensor(tokens)].contiguous()
+        if not llama_step_batch(self._layers, xs, [(kv.k, kv.v) for kv in kvs], slots, cos_t, sin_t, self.dims):
             return None
-        return x[None]
+        return xs

@@ -204,7 +204,8 @@ class LlamaModel:
     ) -> torch.Tensor:
         """ids, slots, positions: (n,) long. Writes K/V at `slots`; positions default to slots.
 
-        Returns logits (vocab,) for the last token, or (n, vocab) with logits_for="all".
+        Returns logits (vocab,) for the last token, (n, vocab) with logits_for="all", None with
+        "none" (a prompt's chunk before its last: only its K/V are wanted).
         static_kv_len: one token attending over rows [0, static_kv_len) under a mask, with fixed
         shapes and no host synchronisation - what a CUDA graph can capture (fimgate/backend/embedded/cuda_graphs.py).
         argmax_only, only_ids: what the caller reads of the last token's logits (_partial_head)."""
@@ -214,6 +215,8 @@ class LlamaModel:
             x = self.fused_step(int(ids[0]), int(slots[0]), int(slots[0] if positions is None else positions[0]), kv)
         if x is None:
             x = self._layers(ids, slots, kv, positions, static_kv_len)
+        if logits_for == "none":
+            return None
         if logits_for == "last":
             x = x[-1:]
         h = self._norm(x, self.final_norm)
@@ -221,6 +224,29 @@ class LlamaModel:
             return self._partial_head(h[0], argmax_only, only_ids)
         logits = linear(h, self.lm_head).float()
         return logits[0] if logits_for == "last" else logits
+
+    @torch.inference_mode()
+    def step_batch(
+        self, tokens: list[int], slots: list[int], kvs: list[KVBuffer], argmax_only: list[bool], only_ids: list[list[int] | None]
+    ) -> list[torch.Tensor]:
+        """One token for each of several sequences (each its own buffer, slot = position): the
+        logits after each, as forward() gives them for that token alone. Plain Llama-style
+        models on CPU run the layers for all of them in one C call, each weight read once
+        (fused_step.py); the others run one forward each."""
+        x = None if self.fused_step is None or len(tokens) == 1 else self.fused_step.batch(tokens, slots, slots, kvs)
+        if x is None:
+            return [
+                self.forward(torch.tensor([t]), torch.tensor([s]), kv, argmax_only=a, only_ids=o)
+                for t, s, kv, a, o in zip(tokens, slots, kvs, argmax_only, only_ids)
+            ]
+        out = []
+        for b in range(len(tokens)):  # the head row by row, exactly as forward() runs it
+            h = self._norm(x[b : b + 1], self.final_norm)
+            if argmax_only[b] or only_ids[b] is not None:
+                out.append(self._partial_head(h[0], argmax_only[b], only_ids[b]))
+            else:
+                out.append(linear(h, self.lm_head).float()[0])
+        return out
 
     def _partial_head(self, h: torch.Tensor, argmax_only: bool, only_ids: list[int] | None) -> torch.Tensor:
         """Logits (vocab,) for a pick that reads only part of them: argmax_only, only the argmax

@@ -22,7 +22,7 @@ import torch
 
 from fimgate.backend.base import CancelToken, FimPlan, Finished, StreamEvent, UsageReport
 from fimgate.backend.embedded.constraint import TextPrefixIndex
-from fimgate.backend.embedded.decode_loop import decode, decode_rate
+from fimgate.backend.embedded.decode_loop import decode, decode_rate, stepped
 
 N_CTX = 8192
 
@@ -98,8 +98,8 @@ class LlamaCppPeer:
         logits = self._eval(prompt[keep:])
         usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=keep, prefilled_tokens=len(prompt) - keep)
         max_new = plan.sampling.max_tokens + len(plan.healing.text.encode("utf-8")) if plan.sampling.max_tokens else 0
-        out = yield from decode(
-            plan, logits, self._eval, self.tokenizer.token_bytes, self._heal_index, self.tokenizer.eos_id, max_new, cancel
+        out = yield from stepped(
+            decode(plan, logits, self.tokenizer.token_bytes, self._heal_index, self.tokenizer.eos_id, max_new, cancel), self._eval
         )
         t_end = time.perf_counter()
         yield Finished(

@@ -1,0 +1,248 @@
+"""Continuous batching for the embedded engine: many requests, one step at a time for all of them.
+
+A request is a coroutine (EmbeddedEngine._request): it yields the text it streams, and the
+compute it needs next - a `StepWork` (one token: a keystroke's 1-token append or a decoding
+step) or a `PrefillWork` (a prompt's uncached tokens) - and is sent the logits back. Each
+iteration of the loop:
+
+    admit     waiting requests, most urgent first, while a slot is free
+    step      every StepWork of every running request in ONE batched forward (each weight is
+              read once for all of them: on a CPU a one-token step costs what reading the
+              weights costs, so 8 people's steps cost little more than one)
+    prefill   one chunk (PREFILL_CHUNK_TOKENS) of the most urgent PrefillWork, so a re-anchor
+              or a warm-up never holds the others for longer than one chunk
+
+Urgency is `order_key`: arrival time, a warm-up's as if it had arrived WARMUP_YIELD_S later, so
+typing that comes within that time prefills first (fimgate/gateway/warmups.py says why). A
+cancelled request is sent None instead of its logits and finishes at once (a prefill between
+two chunks: what it computed is kept). Batched rows equal the same request run alone bit for
+bit (tests/integration/test_batching.py).
+
+Who runs the loop: in a server, the main thread (fimgate/backend/main_thread.py: `drive_on`),
+while request threads wait for their events; elsewhere (tests, `fimgate complete`, benchmarks)
+the thread that waits for a request runs iterations itself until its request is done.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Generator, Iterator, Protocol
+
+import torch
+
+from fimgate.backend.base import CancelToken, StreamEvent
+
+PREFILL_CHUNK_TOKENS = 64  # ~170 ms of prefill on the 2-core development machine
+WARMUP_YIELD_S = 0.5
+
+
+def order_key(arrived_s: float, warmup: bool) -> float:
+    """Urgency (lower first) of a request that arrived at `arrived_s`: typing by arrival, a
+    warm-up as if it had arrived WARMUP_YIELD_S later."""
+    return arrived_s + (WARMUP_YIELD_S if warmup else 0.0)
+
+
+@dataclass
+class StepWork:
+    """One token at `position` of `kv`; the logits after it."""
+
+    token: int
+    position: int
+    kv: object  # fimgate.backend.model.llama.KVBuffer
+    argmax_only: bool = False
+    only_ids: list[int] | None = None
+
+
+@dataclass
+class PrefillWork:
+    """Tokens `ids` at `positions` (ascending) of `kv`; the logits after the last. `done`: how
+    many have run (they run in chunks)."""
+
+    ids: list[int]
+    positions: list[int]
+    kv: object
+    argmax_only: bool = False
+    only_ids: list[int] | None = None
+    done: int = 0
+
+
+Work = StepWork | PrefillWork
+
+
+class Compute(Protocol):
+    def run_steps(self, works: list[StepWork]) -> list[torch.Tensor]: ...
+    def run_prefill(self, work: PrefillWork, end: int) -> torch.Tensor | None: ...
+    def free_slots(self) -> int: ...
+
+
+_END = object()
+
+
+@dataclass
+class _Request:
+    coro: Generator
+    cancel: CancelToken
+    priority: float
+    seq: int
+    out: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    work: Work | None = None
+
+
+class BatchScheduler:
+    def __init__(self, compute: Compute, lock: threading.Lock) -> None:
+        self.compute = compute
+        self.lock = lock  # held while an iteration runs (the engine's tree, slots and pool)
+        self._waiting: list[_Request] = []
+        self._running: list[_Request] = []
+        self._guard = threading.Lock()  # _waiting, _seq, _driving
+        self._seq = 0
+        self._runner = None  # a MainThreadRunner: it runs the loop; None: waiting threads do
+        self._driving = False
+        self.iterations = 0
+        self.batched_steps = 0  # steps that ran in a batch of more than one
+        self.max_batch = 0
+
+    def drive_on(self, runner) -> None:
+        """From now on the loop runs on `runner` (fimgate/backend/main_thread.py)."""
+        self._runner = runner
+
+    # -- requests --------------------------------------------------------------------------
+    def run(self, coro: Generator, cancel: CancelToken, priority: float) -> Iterator[StreamEvent]:
+        """Queue a request coroutine; its events, as the loop makes them."""
+        with self._guard:
+            self._seq += 1
+            req = _Request(coro, cancel, priority, self._seq)
+            self._waiting.append(req)
+            start_driver = self._runner is not None and not self._driving
+            if start_driver:
+                self._driving = True
+        if start_driver:
+            self._runner.submit(self._drive, priority=priority)
+        finished = False
+        try:
+            while True:
+                ev = self._next_event(req)
+                if ev is _END:
+                    finished = True
+                    return
+                if isinstance(ev, BaseException):
+                    finished = True
+                    raise ev
+                yield ev
+        finally:
+            if not finished:  # the caller stopped listening: stop computing for it
+                cancel.cancel()
+
+    def _next_event(self, req: _Request):
+        while True:
+            try:
+                return req.out.get_nowait()
+            except queue.Empty:
+                pass
+            if self._runner is not None:
+                return req.out.get()
+            if self.lock.acquire(timeout=0.002):
+                try:
+                    if req.out.empty():
+                        self._iterate()
+                finally:
+                    self.lock.release()
+
+    def _drive(self) -> Iterator:
+        """The runner's job: iterate until nothing is waiting or running."""
+        while True:
+            with self._guard:
+                if not self._waiting and not self._running:
+                    self._driving = False
+                    return
+            with self.lock:
+                self._iterate()
+            yield from ()
+
+    def has_work(self) -> bool:
+        with self._guard:
+            return bool(self._waiting or self._running)
+
+    # -- one iteration ---------------------------------------------------------------------
+    def _iterate(self) -> None:
+        self._admit()
+        steps = [r for r in self._running if isinstance(r.work, StepWork)]
+        for r in [r for r in steps if r.cancel.cancelled]:
+            self._advance(r, None)
+            steps.remove(r)
+        if steps:
+            self._answer(steps, lambda: self.compute.run_steps([r.work for r in steps]))
+            self.max_batch = max(self.max_batch, len(steps))
+            self.batched_steps += len(steps) if len(steps) > 1 else 0
+        prefills = [r for r in self._running if isinstance(r.work, PrefillWork)]
+        if prefills:
+            r = min(prefills, key=lambda r: (r.priority, r.seq))
+            if r.cancel.cancelled:
+                self._advance(r, None)
+            else:
+                w = r.work
+                end = min(len(w.ids), w.done + PREFILL_CHUNK_TOKENS)
+                try:
+                    logits = self.compute.run_prefill(w, end)
+                except Exception as e:  # noqa: BLE001 - the request's caller gets it
+                    self._fail(r, e)
+                else:
+                    w.done = end
+                    if end == len(w.ids):
+                        self._advance(r, logits)
+        self.iterations += 1
+
+    def _answer(self, reqs: list[_Request], run: Callable[[], list[torch.Tensor]]) -> None:
+        try:
+            results = run()
+        except Exception as e:  # noqa: BLE001
+            for r in reqs:
+                self._fail(r, e)
+            return
+        for r, logits in zip(reqs, results):
+            self._advance(r, logits)
+
+    def _admit(self) -> None:
+        with self._guard:
+            self._waiting.sort(key=lambda r: (r.priority, r.seq))
+            admitted = []
+            free = self.compute.free_slots()
+            while self._waiting and len(admitted) < free:
+                admitted.append(self._waiting.pop(0))
+        for r in admitted:
+            self._running.append(r)
+            self._advance(r, None)  # runs it to its first compute (it claims its slot)
+
+    def _advance(self, r: _Request, reply) -> None:
+        """Send `reply` to the request; pass on what it streams until it needs compute again."""
+        try:
+            while True:
+                item = r.coro.send(reply)
+                reply = None
+                if isinstance(item, (StepWork, PrefillWork)):
+                    r.work = item
+                    return
+                r.out.put(item)
+        except StopIteration:
+            self._end(r, _END)
+        except Exception as e:  # noqa: BLE001
+            self._end(r, e)
+
+    def _fail(self, r: _Request, e: BaseException) -> None:
+        r.coro.close()  # its finally releases the slot
+        self._end(r, e)
+
+    def _end(self, r: _Request, last) -> None:
+        r.work = None
+        if r in self._running:
+            self._running.remove(r)
+        if last is not _END:
+            r.out.put(last)
+        r.out.put(_END)
+
+    def state(self) -> dict:
+        with self._guard:
+            waiting = len(self._waiting)
+        return {"running": len(self._running), "waiting": waiting, "max_batch": self.max_batch, "iterations": self.iterations}

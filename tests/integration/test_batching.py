@@ -1,0 +1,120 @@
+"""Many requests at once on the embedded engine (fimgate/backend/embedded/scheduler.py), on the real
+bundled model, driven as `fimgate serve` drives it: request threads wait for their events while
+the main thread runs the loop. A person must get the same suggestion whoever else is typing, a
+long warm-up must not hold anyone's keystroke, and a cancelled request must not disturb others."""
+
+import threading
+import time
+
+import pytest
+
+from fimgate.backend.base import CancelToken, FimPlan, Finished, SamplingParams, TextDelta, last_finished
+from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
+from fimgate.backend.main_thread import MainThreadRunner
+from tests.conftest import source_files
+
+
+def _source_ids(tok, n: int, offset: int = 0) -> list[int]:
+    ids = tok.encode("".join(open(p, encoding="utf-8").read() for p in sorted(source_files())[:6]))
+    return ids[offset : offset + n]
+
+
+def _plan(ids, user: str, max_tokens: int = 24) -> FimPlan:
+    return FimPlan(prompt_ids=tuple(ids), user_id=user, session_id="s", sampling=SamplingParams(max_tokens=max_tokens))
+
+
+def _together(engine, jobs) -> list:
+    """Run each job (a function of no arguments) in its own thread, all released at once, while
+    this (main) thread runs the engine's loop; their results."""
+    runner = MainThreadRunner()
+    engine.drive_on(runner)
+    results = [None] * len(jobs)
+    go = threading.Barrier(len(jobs))
+
+    def run(i):
+        go.wait()
+        results[i] = jobs[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    try:
+        runner.serve_forever(until=lambda: not any(t.is_alive() for t in threads))
+    finally:
+        runner.stop()
+        engine.drive_on(None)
+    return results
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_requests_decoded_together_equal_each_alone(bundled_path, dtype):
+    """Three people with prompts of 40, 300 and 900 tokens (so their caches differ in length), one
+    of them mid-token (healing): greedy text, token count and finish match each request run alone,
+    and their steps really ran batched."""
+    engine = EmbeddedEngine.from_path(bundled_path, EngineConfig(dtype=dtype, num_slots=4, budget_tokens=8192))
+    tok = engine.tokenizer
+    plans = [_plan(_source_ids(tok, n, offset=i * 1000), f"p{i}") for i, n in enumerate((40, 300, 900))]
+    alone = [last_finished(engine.generate(p)) for p in plans]
+    engine.reset()
+    together = _together(engine, [lambda p=p: last_finished(engine.generate(p)) for p in plans])
+    for a, b in zip(alone, together):
+        assert (b.text, b.usage.completion_tokens, b.usage.finish_reason) == (
+            a.text,
+            a.usage.completion_tokens,
+            a.usage.finish_reason,
+        )
+    assert all(a.usage.completion_tokens > 4 for a in alone)  # something was decoded to compare
+    assert engine.scheduler.max_batch >= 2, "the requests never shared a step"
+
+
+def test_a_keystroke_is_answered_while_a_long_warm_up_prefills(engine):
+    """A file opened (a 1,500-token warm-up) and, just after, a person's keystroke on a cached
+    prompt: the keystroke's suggestion comes before the warm-up ends (it waits one chunk at
+    most), and the warm-up still completes: its prompt is cached afterwards."""
+    tok = engine.tokenizer
+    typing_ids = _source_ids(tok, 200, offset=3000)
+    last_finished(engine.generate(_plan(typing_ids, "typist", 0)))  # the typist's anchor, cached
+    warm_ids = _source_ids(tok, 1500)
+    order = []
+
+    def warm_up():
+        events = engine.generate(FimPlan(tuple(warm_ids), "opener", "w", SamplingParams(max_tokens=0), prewarm=True))
+        for ev in events:
+            if isinstance(ev, Finished):
+                order.append("warm-up")
+        return ev
+
+    def keystroke():
+        begun = engine.scheduler.iterations
+        while engine.scheduler.iterations < begun + 1 and not order:  # the warm-up's first chunk has run
+            time.sleep(0.001)
+        f = last_finished(engine.generate(_plan(typing_ids + tok.encode(" x"), "typist", 8)))
+        order.append("keystroke")
+        return f
+
+    warm, key = _together(engine, [warm_up, keystroke])
+    assert order == ["keystroke", "warm-up"], order
+    assert key.usage.prefix_cached_tokens >= len(typing_ids) - 1  # the typist's own anchor was found
+    again = last_finished(engine.generate(FimPlan(tuple(warm_ids), "opener", "w", SamplingParams(max_tokens=0))))
+    assert again.usage.prefix_cached_tokens == len(warm_ids) - 1  # the warm-up's whole prompt was kept
+
+
+def test_cancelling_one_request_leaves_the_others_unchanged(engine):
+    tok = engine.tokenizer
+    keep = _plan(_source_ids(tok, 120, offset=500), "keeper", 24)
+    want = last_finished(engine.generate(keep))
+    engine.reset()
+    cancel = CancelToken()
+
+    def cancelled():
+        got = []
+        for ev in engine.generate(_plan(_source_ids(tok, 120, offset=2000), "leaver", 48), cancel):
+            if isinstance(ev, TextDelta) and not got:
+                got.append(ev)
+                cancel.cancel()  # the person typed on after the first piece arrived
+            if isinstance(ev, Finished):
+                return ev
+
+    kept, gone = _together(engine, [lambda: last_finished(engine.generate(keep)), cancelled])
+    assert kept.text == want.text
+    assert gone.usage.cancelled and gone.usage.completion_tokens < 48
