@@ -74,9 +74,7 @@ int has_avx512(void) {
  * bound_r = per_l1[r] * l1 + rel * |y_r|, and the rows that can still be the argmax - those
  * whose upper bound y + bound reaches the best lower bound max(y - bound) - written to `rows`.
  * Returns how many. */
-int64_t int8_screen(const int8_t *w, const float *scale, const float *per_l1, const float *x, float *y,
-                    int64_t *rows, int64_t n, int64_t k, float l1, float rel, int threads) {
-    int8_gemv(w, scale, x, y, n, k, 1, threads);
+static int64_t screen_rows(const float *y, const float *per_l1, int64_t *rows, int64_t n, float l1, float rel) {
     float floor = -3.0e38f;
     for (int64_t r = 0; r < n; r++) {
         float b = per_l1[r] * l1 + rel * (y[r] < 0 ? -y[r] : y[r]);
@@ -89,4 +87,20 @@ int64_t int8_screen(const int8_t *w, const float *scale, const float *per_l1, co
         if (y[r] + b >= floor) rows[count++] = r;
     }
     return count;
+}
+
+int64_t int8_screen(const int8_t *w, const float *scale, const float *per_l1, const float *x, float *y,
+                    int64_t *rows, int64_t n, int64_t k, float l1, float rel, int threads) {
+    int8_gemv(w, scale, x, y, n, k, 1, threads);
+    return screen_rows(y, per_l1, rows, n, l1, rel);
+}
+
+/* The screen for m rows of x at once (a batched step's greedy heads): the head is read once for
+ * all of them; row i's y, rows and count (y + i n, rows + i n, counts[i]) are what int8_screen
+ * gives for x row i alone. */
+void int8_screen_batch(const int8_t *w, const float *scale, const float *per_l1, const float *x, float *y,
+                       int64_t *rows, int64_t *counts, int64_t n, int64_t k, int64_t m, const float *l1, float rel,
+                       int threads) {
+    int8_gemv(w, scale, x, y, n, k, m, threads);
+    for (int64_t i = 0; i < m; i++) counts[i] = screen_rows(y + i * n, per_l1, rows + i * n, n, l1[i], rel);
 }

@@ -50,6 +50,7 @@ KERNEL = cpu_build.Kernel(
     {
         "int8_gemv": ([_P, _P, _P, _P, _I, _I, _I, ctypes.c_int], None),
         "int8_screen": ([_P, _P, _P, _P, _P, _P, _I, _I, ctypes.c_float, ctypes.c_float, ctypes.c_int], ctypes.c_int64),
+        "int8_screen_batch": ([_P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _P, ctypes.c_float, ctypes.c_int], None),
     },
 )
 
@@ -107,3 +108,36 @@ def int8_screen(x: torch.Tensor, w: Int8Rows, per_l1: torch.Tensor, rel: float) 
         torch.get_num_threads(),
     )
     return y, rows[:count]
+
+
+def int8_screen_batch(
+    xs: torch.Tensor, w: Int8Rows, per_l1: torch.Tensor, rel: float
+) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """int8_screen for each row of xs (m, k), the weights read once for all: row i's (y, rows) as
+    int8_screen gives them for that row alone. None without the C kernel."""
+    lib = KERNEL.lib
+    if lib is None:
+        return None
+    xs = xs.contiguous()
+    q = w.q
+    n, m = q.shape[0], xs.shape[0]
+    y = torch.empty(m, n)
+    rows = torch.empty(m, n, dtype=torch.int64)
+    counts = torch.empty(m, dtype=torch.int64)
+    l1 = torch.tensor([float(x.abs().sum()) for x in xs], dtype=torch.float32)
+    lib.int8_screen_batch(
+        q.data_ptr(),
+        w.scales_f32.data_ptr(),
+        per_l1.data_ptr(),
+        xs.data_ptr(),
+        y.data_ptr(),
+        rows.data_ptr(),
+        counts.data_ptr(),
+        n,
+        q.shape[1],
+        m,
+        l1.data_ptr(),
+        rel,
+        torch.get_num_threads(),
+    )
+    return [(y[i], rows[i, : int(counts[i])]) for i in range(m)]

@@ -38,24 +38,63 @@ typedef struct {
     Linear qkv, o, gate_up, down;
 } Layer;
 
-/* y = x W^T for fp32 W and m rows of x: eight weight rows a pass, read once for all m rows
- * (they stay in cache), each row of x dotted exactly as it would be alone. */
+/* out[b][a] = w row b . x row a for RR weight rows and II rows of x (both <= 4), each an
+ * independent 16-lane accumulation over j, reduced, then the tail: the same number for a pair
+ * whatever else shares its tile, so a batched row equals the row alone. A tile reads each
+ * weight vector once for its II rows of x and each x vector once for its RR weight rows. */
+static inline __attribute__((always_inline)) void f32_tile(const float *w, const float *x, int64_t k, float *y,
+                                                            int64_t n, const int RR, const int II) {
+    int64_t j = 0;
+    float sums[4][4];
+#ifdef __AVX512F__
+    __m512 acc[4][4];
+    for (int b = 0; b < RR; b++)
+        for (int a = 0; a < II; a++) acc[b][a] = _mm512_setzero_ps();
+    for (; j + 16 <= k; j += 16) {
+        __m512 xv[4];
+        for (int a = 0; a < II; a++) xv[a] = _mm512_loadu_ps(x + a * k + j);
+        for (int b = 0; b < RR; b++) {
+            __m512 wv = _mm512_loadu_ps(w + b * k + j);
+            for (int a = 0; a < II; a++) acc[b][a] = _mm512_fmadd_ps(wv, xv[a], acc[b][a]);
+        }
+    }
+    for (int b = 0; b < RR; b++)
+        for (int a = 0; a < II; a++) sums[b][a] = _mm512_reduce_add_ps(acc[b][a]);
+#else
+    for (int b = 0; b < RR; b++)
+        for (int a = 0; a < II; a++) sums[b][a] = 0.0f;
+#endif
+    for (int b = 0; b < RR; b++)
+        for (int a = 0; a < II; a++) {
+            float s = sums[b][a];
+            for (int64_t jj = j; jj < k; jj++) s += w[b * k + jj] * x[a * k + jj];
+            y[a * n + b] = s;
+        }
+}
+
+#define TILE(RR, II) f32_tile(w, x, k, y, n, RR, II)
+static void f32_tile_any(const float *w, const float *x, int64_t k, float *y, int64_t n, int64_t rr, int64_t ii) {
+    switch (rr * 8 + ii) {
+    case 33: TILE(4, 1); break; case 34: TILE(4, 2); break; case 35: TILE(4, 3); break; case 36: TILE(4, 4); break;
+    case 25: TILE(3, 1); break; case 26: TILE(3, 2); break; case 27: TILE(3, 3); break; case 28: TILE(3, 4); break;
+    case 17: TILE(2, 1); break; case 18: TILE(2, 2); break; case 19: TILE(2, 3); break; case 20: TILE(2, 4); break;
+    case 9: TILE(1, 1); break;  case 10: TILE(1, 2); break; case 11: TILE(1, 3); break; case 12: TILE(1, 4); break;
+    }
+}
+#undef TILE
+
+/* y = x W^T for fp32 W (n, k) and m rows of x (m, k): y (m, n). Threads split the weight rows,
+ * eight at a time; each block is read once for all m rows of x, in 4 x 4 tiles. */
 static void f32_gemv(const float *w, const float *x, float *y, int64_t n, int64_t k, int64_t m, int threads) {
     int64_t blocks = (n + ROWS - 1) / ROWS;
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t b = 0; b < blocks; b++) {
-        int64_t r0 = b * ROWS;
+    for (int64_t blk = 0; blk < blocks; blk++) {
+        int64_t r0 = blk * ROWS;
         int64_t rn = n - r0 < ROWS ? n - r0 : ROWS;
-        for (int64_t i = 0; i < m; i++) {
-            const float *xi = x + i * k;
-            for (int64_t r = 0; r < rn; r++) {
-                const float *wr = w + (r0 + r) * k;
-                float s = 0.0f;
-#pragma omp simd reduction(+:s)
-                for (int64_t j = 0; j < k; j++) s += wr[j] * xi[j];
-                y[i * n + r0 + r] = s;
-            }
-        }
+        for (int64_t i = 0; i < m; i += 4)
+            for (int64_t r = 0; r < rn; r += 4)
+                f32_tile_any(w + (r0 + r) * k, x + i * k, k, y + i * n + r0 + r, n, rn - r < 4 ? rn - r : 4,
+                             m - i < 4 ? m - i : 4);
     }
 }
 
@@ -64,6 +103,13 @@ static void apply(const Linear *l, const float *x, float *y, int64_t m, int thre
         int8_gemv((const int8_t *)l->w, l->scale, x, y, l->rows, l->cols, m, threads);
     else
         f32_gemv((const float *)l->w, x, y, l->rows, l->cols, m, threads);
+}
+
+/* x * sigmoid(x), the exponential only ever of a non-positive number (decode_attention.c's
+ * polynomial: relative error ~2e-7, vectorizes where expf would not). */
+static inline float silu(float x) {
+    float e = exp_poly(x < 0 ? x : -x);
+    return x < 0 ? x * e / (1.0f + e) : x / (1.0f + e);
 }
 
 static void rms_norm(const float *x, const float *w, float *out, int64_t n, float eps) {
@@ -123,7 +169,8 @@ int llama_step(const Layer *layers, int64_t n_layers, int64_t batch, float *x, f
         for (int64_t b = 0; b < batch; b++) {
             const float *g = gu + b * 2 * inter;
             float *a = act + b * inter;
-            for (int64_t j = 0; j < inter; j++) a[j] = g[j] / (1.0f + expf(-g[j])) * g[inter + j];
+#pragma omp simd
+            for (int64_t j = 0; j < inter; j++) a[j] = silu(g[j]) * g[inter + j];
         }
         apply(&L->down, act, out, batch, threads);
         for (int64_t j = 0; j < batch * hidden; j++) x[j] += out[j];

@@ -239,14 +239,21 @@ class LlamaModel:
                 self.forward(torch.tensor([t]), torch.tensor([s]), kv, argmax_only=a, only_ids=o)
                 for t, s, kv, a, o in zip(tokens, slots, kvs, argmax_only, only_ids)
             ]
-        out = []
-        for b in range(len(tokens)):  # the head row by row, exactly as forward() runs it
-            h = self._norm(x[b : b + 1], self.final_norm)
-            if argmax_only[b] or only_ids[b] is not None:
-                out.append(self._partial_head(h[0], argmax_only[b], only_ids[b]))
-            else:
-                out.append(linear(h, self.lm_head).float()[0])
+        hs = [self._norm(x[b : b + 1], self.final_norm)[0] for b in range(len(tokens))]  # row by row, as forward()
+        out: list[torch.Tensor | None] = [None] * len(tokens)
+        screened = [b for b in range(len(tokens)) if argmax_only[b] and only_ids[b] is None]
+        if self.screened_head is not None and len(screened) > 1:  # greedy heads: the int8 screen read once for all
+            for b, logits in zip(screened, self.screened_head.batch(torch.stack([hs[b] for b in screened])) or []):
+                out[b] = logits
+        for b in range(len(tokens)):
+            if out[b] is None:
+                out[b] = self._head(hs[b], argmax_only[b], only_ids[b])
         return out
+
+    def _head(self, h: torch.Tensor, argmax_only: bool, only_ids: list[int] | None) -> torch.Tensor:
+        if argmax_only or only_ids is not None:
+            return self._partial_head(h, argmax_only, only_ids)
+        return linear(h[None], self.lm_head).float()[0]
 
     def _partial_head(self, h: torch.Tensor, argmax_only: bool, only_ids: list[int] | None) -> torch.Tensor:
         """Logits (vocab,) for a pick that reads only part of them: argmax_only, only the argmax

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from fimgate.kernels.int8_gemv import int8_linear, int8_screen, quantize_rows
+from fimgate.kernels.int8_gemv import int8_linear, int8_screen, int8_screen_batch, quantize_rows
 
 _BF16_U = 2.0**-8
 _FP32_U = 2.0**-24
@@ -65,3 +65,16 @@ class ScreenedHead:
             rows = torch.nonzero(approx + bound >= (approx - bound).max())[:, 0]
         approx[rows] = self.fp32.index_select(0, rows) @ x
         return approx
+
+    def batch(self, xs: torch.Tensor) -> list[torch.Tensor] | None:
+        """Unconstrained greedy heads of several steps, xs (m, hidden): what __call__ gives for each
+        row alone, the int8 head read once for all. None without the C kernel."""
+        done = int8_screen_batch(xs, self.int8, self.bound_per_l1, 2 * _BF16_U)
+        if done is None:
+            return None
+        out = []
+        for x, (approx, rows) in zip(xs, done):
+            approx = approx.clone()
+            approx[rows] = self.fp32.index_select(0, rows) @ x
+            out.append(approx)
+        return out
