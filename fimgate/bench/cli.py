@@ -65,8 +65,14 @@ def add_parsers(b) -> None:
         "--warmup-yield-ms",
         type=float,
         default=None,
-        help="warm-ups in 64-token chunks, yielding to typing for this long, then in arrival order "
-        "(the gateway's policy; default: FIFO, warm-ups whole)",
+        help="--serial: warm-ups in 64-token chunks, yielding to typing for this long, then in arrival order "
+        "(default: FIFO, warm-ups whole)",
+    )
+    s.add_argument(
+        "--serial",
+        action="store_true",
+        help="one request at a time on a simulated clock (peers always run so); default for the embedded engine: "
+        "requests together on its batching scheduler, as serve runs them (fimgate/bench/replay_batched.py)",
     )
     s.add_argument("--pin-policy", default="pin", help="none, lru-only, pin, random+pin; several (comma) compare them")
     s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")

@@ -58,6 +58,7 @@ class Outcome:
     queued_ms: float | None = None  # from the request to its start on the engine (replay only)
     after_unfinished_warmup: bool = False  # the person's first request to run after their warm-up was cut short
     completion_id: str = ""  # the gateway's id for it (live replays: acceptance verdicts name it)
+    completion_tokens: int = 0
 
 
 def user_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.0) -> list[list[TraceRequest]]:

@@ -91,6 +91,7 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
     """Every strategy (and peer) over the slices; fills per_strategy with their outcomes."""
     from fimgate.bench.peers.registry import peer_strategies
     from fimgate.bench.replay import progress_printer, replay_strategy, summarize
+    from fimgate.bench.replay_batched import replay_batched
     from fimgate.bench.strategies import Strategy
     from fimgate.efim.templates import TEMPLATES, template_for_model
 
@@ -102,6 +103,9 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
         result = {"live": live, "settings": {**settings, "url": a.live}}
     else:
         engine = load_engine(a)
+        batched = hasattr(engine, "scheduler") and not a.serial  # the embedded engine, as serve runs it
+        if batched and yield_ms is not None:
+            raise UserError("--warmup-yield-ms and --typing-first are for --serial (the scheduler yields to typing itself)")
         tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
         result = {}
         policies = [p.strip() for p in a.pin_policy.split(",") if p.strip()]
@@ -111,16 +115,18 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
                 if hasattr(engine, "reset"):  # the embedded engine; vLLM strategies differ by cache salt
                     engine.reset(pin_policy=policy)
                 total = sum(len(p) for p in slices)
-                outcomes = replay_strategy(
-                    engine,
-                    Strategy(name, engine.tokenizer, tmpl),
-                    slices,
-                    sampling,
-                    progress=progress_printer(label, total),
-                    warmup_yield_ms=yield_ms,
-                )
+                strategy = Strategy(name, engine.tokenizer, tmpl)
+                if batched:
+                    outcomes, throughput = replay_batched(
+                        engine, strategy, slices, sampling, progress=progress_printer(label, total)
+                    )
+                    result[label] = {**summarize(outcomes), "throughput": throughput}
+                else:
+                    outcomes = replay_strategy(
+                        engine, strategy, slices, sampling, progress=progress_printer(label, total), warmup_yield_ms=yield_ms
+                    )
+                    result[label] = summarize(outcomes)
                 per_strategy[label] = outcomes
-                result[label] = summarize(outcomes)
         peer_slices = slices if a.peer_prewarm == "same" else [[r for r in s if not r.prewarm] for s in slices]
         with open_peers(a, engine) as peers:
             for peer_name, peer in peers.items():
@@ -146,7 +152,13 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
         for label in list(result):
             if base:
                 result[label]["prefilled_mean_vs_psm_prefix"] = round(result[label]["prefilled_tokens"]["mean"] / base, 4)
-        result["settings"] = {**settings, "model": engine.model_name, "template": tmpl.name, "backend": a.backend}
+        result["settings"] = {
+            **settings,
+            "model": engine.model_name,
+            "template": tmpl.name,
+            "backend": a.backend,
+            "scheduler": "batched" if batched else "serial",
+        }
         if hasattr(engine, "tree"):
             result["settings"].update(budget_tokens=engine.tree.num_blocks * engine.tree.block_size, pin_policies=policies)
         if hasattr(engine, "router"):

@@ -101,18 +101,23 @@ class BatchScheduler:
         self._runner = None  # a MainThreadRunner: it runs the loop; None: waiting threads do
         self._driving = False
         self.iterations = 0
+        self.submitted = 0  # requests ever queued
         self.batched_steps = 0  # steps that ran in a batch of more than one
         self.max_batch = 0
 
     def drive_on(self, runner) -> None:
-        """From now on the loop runs on `runner` (fimgate/backend/main_thread.py)."""
-        self._runner = runner
+        """From now on the loop runs on `runner` (fimgate/backend/main_thread.py); None: the
+        threads that wait for requests run it."""
+        with self._guard:
+            self._runner = runner
+            self._driving = False
 
     # -- requests --------------------------------------------------------------------------
     def run(self, coro: Generator, cancel: CancelToken, priority: float) -> Iterator[StreamEvent]:
         """Queue a request coroutine; its events, as the loop makes them."""
         with self._guard:
             self._seq += 1
+            self.submitted += 1
             req = _Request(coro, cancel, priority, self._seq)
             self._waiting.append(req)
             start_driver = self._runner is not None and not self._driving
@@ -160,6 +165,11 @@ class BatchScheduler:
             with self.lock:
                 self._iterate()
             yield from ()
+
+    def iterate(self) -> None:
+        """One iteration, run by the caller (a replay driving the loop itself)."""
+        with self.lock:
+            self._iterate()
 
     def has_work(self) -> bool:
         with self._guard:
