@@ -70,6 +70,10 @@ class MainThreadRunner:
             finally:
                 out.put(_DONE)
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
     def stop(self) -> None:
         """serve_forever returns after the job it is running; jobs still queued fail at once."""
         self._stopped.set()

@@ -90,9 +90,9 @@ class CompletionService:
         self, state: EditorState, sampling: SamplingParams, shape: Shape = Shape()
     ) -> tuple[Iterator[StreamEvent], CancelToken]:
         """Plan now (cancelling the session's previous request); return the event stream of the
-        text as shown. A request that supersedes the session's warm-up takes the warm-up's place
-        in line when that is earlier: the person's first key after opening a file does the
-        warm-up's work."""
+        text as shown. A request that supersedes the session's request in flight (a warm-up, or a
+        keystroke's not yet finished) takes its place in line when that is earlier: the person's
+        next key does the work the superseded one had begun."""
         arrived = time.monotonic()
         multiline = False
         if not shape.raw and sampling.max_tokens > 0:
@@ -116,10 +116,9 @@ class CompletionService:
             warmup = is_warmup(plan)
             place = order_key(arrived, warmup)
             previous = self._inflight.get(session)
-            if previous is not None:
-                previous.cancel.cancel()
-                if previous.warmup:
-                    place = min(place, previous.place)
+            if previous is not None:  # it keeps the place in line of what it supersedes, when earlier:
+                previous.cancel.cancel()  # a person whose keys keep superseding an unfinished prefill
+                place = min(place, previous.place)  # (or warm-up) is not sent to the back each time
             deadline = None if self.request_timeout_s is None else arrived + self.request_timeout_s
             job = self._inflight[session] = _InFlight(CancelToken(deadline), place, warmup)
         events = self._run(session, plan, job)

@@ -32,7 +32,7 @@ from typing import Callable, Generator, Iterator, Protocol
 
 import torch
 
-from fimgate.backend.base import CancelToken, StreamEvent
+from fimgate.backend.base import BackendUnavailableError, CancelToken, StreamEvent
 
 PREFILL_CHUNK_TOKENS = 64  # ~170 ms of prefill on the 2-core development machine
 WARMUP_YIELD_S = 0.5
@@ -99,7 +99,8 @@ class BatchScheduler:
         self._guard = threading.Lock()  # _waiting, _seq, _driving
         self._seq = 0
         self._runner = None  # a MainThreadRunner: it runs the loop; None: waiting threads do
-        self._driving = False
+        self._driving = False  # a drive job is queued or running on the runner
+        self._in_drive = False  # ... and running
         self.iterations = 0
         self.submitted = 0  # requests ever queued
         self.batched_steps = 0  # steps that ran in a batch of more than one
@@ -146,8 +147,14 @@ class BatchScheduler:
                 return req.out.get_nowait()
             except queue.Empty:
                 pass
-            if self._runner is not None:
-                return req.out.get()
+            runner = self._runner
+            if runner is not None:
+                try:
+                    return req.out.get(timeout=0.5)
+                except queue.Empty:
+                    if getattr(runner, "stopped", False) and not self._in_drive:  # shut down: nobody will run it
+                        raise BackendUnavailableError("the server is shutting down") from None
+                    continue
             if self.lock.acquire(timeout=0.002):
                 try:
                     if req.out.empty():
@@ -157,14 +164,19 @@ class BatchScheduler:
 
     def _drive(self) -> Iterator:
         """The runner's job: iterate until nothing is waiting or running."""
-        while True:
+        self._in_drive = True
+        try:
+            while True:
+                with self._guard:
+                    if not self._waiting and not self._running:
+                        self._driving = False
+                        return
+                with self.lock:
+                    self._iterate()
+                yield from ()
+        finally:
             with self._guard:
-                if not self._waiting and not self._running:
-                    self._driving = False
-                    return
-            with self.lock:
-                self._iterate()
-            yield from ()
+                self._driving = self._in_drive = False
 
     def iterate(self) -> None:
         """One iteration, run by the caller (a replay driving the loop itself)."""
