@@ -59,6 +59,7 @@ class Outcome:
     after_unfinished_warmup: bool = False  # the person's first request to run after their warm-up was cut short
     completion_id: str = ""  # the gateway's id for it (live replays: acceptance verdicts name it)
     completion_tokens: int = 0
+    t_ms: float | None = None  # when the request was made, on the replay's clock
 
 
 def user_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.0) -> list[list[TraceRequest]]:
@@ -208,7 +209,9 @@ def _run_typing(
     """Run (or drop) one typing request that arrived at t_req; returns the new clock."""
     start = max(now, t_req)
     if r.next_event_ms is not None and r.next_event_ms <= start:
-        outcomes.append(Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next, index=r.index))
+        outcomes.append(
+            Outcome(k, None, None, late=True, cancelled=True, dropped=True, typed_next=r.typed_next, index=r.index, t_ms=t_req)
+        )
         return now
     state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file, context=r.context)
     service, planning = service
@@ -245,6 +248,7 @@ def _run_typing(
             r.typed_next,
             index=r.index,
             queued_ms=start - t_req,
+            t_ms=t_req,
         )
     )
     return max(first, min(end, r.next_event_ms)) if superseded else end
@@ -305,6 +309,30 @@ def tail_causes(ran: list[Outcome], share: float = 0.01) -> dict:
     }
 
 
+PAUSE_MS = 5000  # a person's first key after this long without a request: back from reading
+
+
+def anchor_stats(outcomes: list[Outcome]) -> dict:
+    """What pins are for: the share of EFIM appends that found their anchor whole (prefilled
+    fewer than ANCHOR_MISS_TOKENS), and the time to first token of a person's first key after a
+    pause of PAUSE_MS or more (while others' traffic went on), over all such keys (one dropped
+    sorts last)."""
+    appends = [o for o in outcomes if not o.dropped and o.reuse_class == "efim_append"]
+    last: dict[int, float] = {}
+    after_pause = []
+    for o in sorted((o for o in outcomes if o.t_ms is not None), key=lambda o: o.t_ms):
+        if o.user in last and o.t_ms - last[o.user] >= PAUSE_MS:
+            after_pause.append(o)
+        last[o.user] = o.t_ms
+    return {
+        "appends": len(appends),
+        "anchor_whole_share": round(sum(o.prefilled < ANCHOR_MISS_TOKENS for o in appends) / len(appends), 4)
+        if appends
+        else None,
+        "first_key_after_pause": {"requests": len(after_pause), "ttft_ms": _pct_censored(after_pause)},
+    }
+
+
 def _mean(values) -> float | None:
     values = list(values)
     return round(statistics.fmean(values), 2) if values else None
@@ -338,6 +366,7 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "cache_hit_share": round(hit / prompt, 4) if prompt else None,
         "reuse_classes": {c: sum(o.reuse_class == c for o in ran) for c in sorted({o.reuse_class for o in ran})},
         "slowest_1pct": tail_causes(ran, 0.01),
+        "anchors": anchor_stats(outcomes),
         "usefulness": {
             "shown": len(shown),
             "useful_share_of_ran": round(len(useful) / len(ran), 4) if ran else None,

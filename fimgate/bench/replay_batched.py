@@ -184,5 +184,6 @@ def _outcome(f: _Flight, clock: _Clock) -> Outcome:
         r.typed_next,
         index=r.index,
         queued_ms=None if ttft is None else max(0.0, start - f.t_req),
+        t_ms=f.t_req,
         completion_tokens=u.completion_tokens,
     )

@@ -48,3 +48,23 @@ def test_the_slowest_requests_are_told_apart_by_what_made_them_slow():
     three = tail_causes(ran, 0.03)
     assert three["causes"] == {"reanchor": 1, "cold": 0, "warmup_unfinished": 0, "anchor_evicted": 1, "waited": 1}
     assert three["ttft_ms_from"] == 400.0 and three["prefilled_mean"] == round((300 + 600 + 1) / 3, 2)
+
+
+def test_anchor_stats_count_whole_anchors_and_first_keys_after_a_pause():
+    from fimgate.bench.replay import anchor_stats
+
+    def key(user, t, prefilled, ttft=10.0, reuse="efim_append"):
+        return Outcome(user, ttft, ttft, False, False, False, prefilled=prefilled, reuse_class=reuse, t_ms=t)
+
+    outcomes = [
+        key(0, 0, 1),
+        key(0, 200, 1),
+        key(0, 9000, 400, ttft=900.0),  # back after 8.8 s: its anchor was evicted
+        key(1, 100, 1),
+        key(1, 300, 2),
+        Outcome(1, None, None, True, True, True, t_ms=6000),  # back after 5.7 s, dropped
+    ]
+    stats = anchor_stats(outcomes)
+    assert stats["appends"] == 5 and stats["anchor_whole_share"] == 0.8
+    assert stats["first_key_after_pause"]["requests"] == 2
+    assert stats["first_key_after_pause"]["ttft_ms"]["p50"] is None  # one of the two never answered: sorts last
