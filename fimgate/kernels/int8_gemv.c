@@ -5,9 +5,9 @@
  *
  * Built and loaded by fimgate/kernels/int8_gemv.py. Rows are split across OpenMP threads; the process
  * already has torch's libgomp loaded, so this shares torch's thread pool rather than starting a
- * second one. Each thread takes eight weight rows at a time and streams them once, converting 16
- * int8 weights to fp32 per instruction and multiplying them into 16 activations (AVX-512); the
- * activations stay in L1. Without AVX-512, plain loops. */
+ * second one. Each thread takes eight weight rows at a time and streams them once, in tiles of four
+ * rows by up to four rows of x: 16 int8 weights converted to fp32 per instruction, once for the
+ * tile's rows of x (AVX-512); the activations stay in L1. Without AVX-512, plain loops. */
 #include <stdint.h>
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -15,37 +15,51 @@
 
 #define ROWS 8
 
-static void rows_dot(const int8_t *w, const float *x, int64_t k, int64_t rn, float *out) {
+/* out for RR weight rows x II rows of x (both <= 4): each pair an independent 16-lane
+ * accumulation over j, reduced, then the tail, then the row's scale: the same number for the
+ * pair whatever shares its tile, so a batched row equals the row alone. Each 16 weights are converted to fp32 once for the II rows. */
+static inline __attribute__((always_inline)) void int8_tile(const int8_t *w, const float *scale, const float *x,
+                                                             int64_t k, float *y, int64_t n, const int RR, const int II) {
     int64_t j = 0;
-    float acc_s[ROWS] = {0};
+    float sums[4][4];
 #ifdef __AVX512F__
-    __m512 acc[ROWS];
-    for (int r = 0; r < ROWS; r++) acc[r] = _mm512_setzero_ps();
-    if (rn == ROWS) {
-        for (; j + 16 <= k; j += 16) {
-            __m512 xv = _mm512_loadu_ps(x + j);
-            for (int r = 0; r < ROWS; r++) {
-                __m128i q = _mm_loadu_si128((const __m128i *)(w + r * k + j));
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), xv, acc[r]);
-            }
-        }
-    } else {
-        for (; j + 16 <= k; j += 16) {
-            __m512 xv = _mm512_loadu_ps(x + j);
-            for (int r = 0; r < rn; r++) {
-                __m128i q = _mm_loadu_si128((const __m128i *)(w + r * k + j));
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), xv, acc[r]);
-            }
+    __m512 acc[4][4];
+    for (int b = 0; b < RR; b++)
+        for (int a = 0; a < II; a++) acc[b][a] = _mm512_setzero_ps();
+    for (; j + 16 <= k; j += 16) {
+        __m512 xv[4];
+        for (int a = 0; a < II; a++) xv[a] = _mm512_loadu_ps(x + a * k + j);
+        for (int b = 0; b < RR; b++) {
+            __m128i q = _mm_loadu_si128((const __m128i *)(w + b * k + j));
+            __m512 wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+            for (int a = 0; a < II; a++) acc[b][a] = _mm512_fmadd_ps(wv, xv[a], acc[b][a]);
         }
     }
-    for (int r = 0; r < rn; r++) acc_s[r] = _mm512_reduce_add_ps(acc[r]);
+    for (int b = 0; b < RR; b++)
+        for (int a = 0; a < II; a++) sums[b][a] = _mm512_reduce_add_ps(acc[b][a]);
+#else
+    for (int b = 0; b < RR; b++)
+        for (int a = 0; a < II; a++) sums[b][a] = 0.0f;
 #endif
-    for (int r = 0; r < rn; r++) {
-        float s = acc_s[r];
-        for (int64_t jj = j; jj < k; jj++) s += (float)w[r * k + jj] * x[jj];
-        out[r] = s;
+    for (int b = 0; b < RR; b++)
+        for (int a = 0; a < II; a++) {
+            float s = sums[b][a];
+            for (int64_t jj = j; jj < k; jj++) s += (float)w[b * k + jj] * x[a * k + jj];
+            y[a * n + b] = s * scale[b];
+        }
+}
+
+#define TILE8(RR, II) int8_tile(w, scale, x, k, y, n, RR, II)
+static void int8_tile_any(const int8_t *w, const float *scale, const float *x, int64_t k, float *y, int64_t n,
+                          int64_t rr, int64_t ii) {
+    switch (rr * 8 + ii) {
+    case 33: TILE8(4, 1); break; case 34: TILE8(4, 2); break; case 35: TILE8(4, 3); break; case 36: TILE8(4, 4); break;
+    case 25: TILE8(3, 1); break; case 26: TILE8(3, 2); break; case 27: TILE8(3, 3); break; case 28: TILE8(3, 4); break;
+    case 17: TILE8(2, 1); break; case 18: TILE8(2, 2); break; case 19: TILE8(2, 3); break; case 20: TILE8(2, 4); break;
+    case 9: TILE8(1, 1); break;  case 10: TILE8(1, 2); break; case 11: TILE8(1, 3); break; case 12: TILE8(1, 4); break;
     }
 }
+#undef TILE8
 
 void int8_gemv(const int8_t *w, const float *scale, const float *x, float *y,
                int64_t n, int64_t k, int64_t m, int threads) {
@@ -54,11 +68,10 @@ void int8_gemv(const int8_t *w, const float *scale, const float *x, float *y,
     for (int64_t b = 0; b < blocks; b++) {
         int64_t r0 = b * ROWS;
         int64_t rn = n - r0 < ROWS ? n - r0 : ROWS;
-        float out[ROWS];
-        for (int64_t i = 0; i < m; i++) {
-            rows_dot(w + r0 * k, x + i * k, k, rn, out);
-            for (int64_t r = 0; r < rn; r++) y[i * n + r0 + r] = out[r] * scale[r0 + r];
-        }
+        for (int64_t i = 0; i < m; i += 4)
+            for (int64_t r = 0; r < rn; r += 4)
+                int8_tile_any(w + (r0 + r) * k, scale + r0 + r, x + i * k, k, y + i * n + r0 + r, n,
+                              rn - r < 4 ? rn - r : 4, m - i < 4 ? m - i : 4);
     }
 }
 

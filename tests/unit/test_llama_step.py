@@ -94,3 +94,26 @@ def test_models_the_kernel_does_not_cover_take_the_torch_layers(change):
     cfg = dataclasses.replace(tiny_config(), **change)
     model = LlamaModel(cfg, random_model(cfg, byte_tokenizer()).tensors)
     assert model.fused_step is None and FusedStep.for_model(model) is None
+
+
+@needs_kernel
+@pytest.mark.parametrize("int8", [False, True])
+def test_a_batched_step_gives_each_sequence_exactly_its_step_alone(int8):
+    """Five sequences (more than a 4-wide tile, caches of different lengths) in one batched call:
+    each row's hidden state and K/V row are bit for bit those of the same step alone."""
+    model, _ = _model("neox", 72, 4, 2, int8)
+    g = torch.Generator().manual_seed(9)
+    lengths = [3, 17, 40, 8, 25]
+    kvs = [KVBuffer.empty(model.cfg, 64) for _ in lengths]
+    alone = [KVBuffer.empty(model.cfg, 64) for _ in lengths]
+    for n, kv, kv_alone in zip(lengths, kvs, alone):
+        ids = torch.randint(0, 256, (n,), generator=g)
+        model.forward(ids, torch.arange(n), kv)
+        kv_alone.k.copy_(kv.k)
+        kv_alone.v.copy_(kv.v)
+    tokens = [int(t) for t in torch.randint(0, 256, (len(lengths),), generator=g)]
+    together = model.fused_step.batch(tokens, lengths, lengths, kvs)
+    for b, (tok, n) in enumerate(zip(tokens, lengths)):
+        one = model.fused_step(tok, n, n, alone[b])
+        assert torch.equal(together[b], one[0]), b
+        assert torch.equal(kvs[b].k[:, :, n], alone[b].k[:, :, n]) and torch.equal(kvs[b].v[:, :, n], alone[b].v[:, :, n])

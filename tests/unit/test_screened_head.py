@@ -2,6 +2,7 @@
 the logits it returns have the full fp32 head's argmax - on random heads, on near-ties built on
 purpose, and on the bundled model's own head over real hidden states, where few rows reach fp32."""
 
+import pytest
 import torch
 
 from fimgate.backend.model.screened_head import ScreenedHead
@@ -78,3 +79,17 @@ def test_bundled_models_head_on_real_hidden_states(engine):
         rows.append(int((approx + bound >= (approx - bound).max()).sum()))
     # what saves the time: of 49,152 rows, a few dozen reach fp32 (measured: median ~10, max ~200)
     assert sorted(rows)[len(rows) // 2] < 100 and max(rows) < 2000
+
+
+def test_a_batch_of_heads_equals_each_head_alone():
+    """Six greedy steps' heads screened in one pass (int8_screen_batch): each the same logits,
+    bit for bit, as screening that hidden state alone."""
+    from fimgate.kernels.int8_gemv import kernel_available
+
+    if not kernel_available():
+        pytest.skip("without the C kernel the engine screens row by row")
+    head = ScreenedHead(_head(vocab=4001))
+    xs = torch.randn(6, 96, generator=torch.Generator().manual_seed(3))
+    together = head.batch(xs)
+    for x, got in zip(xs, together):
+        assert torch.equal(got, head(x.clone()))
