@@ -329,7 +329,12 @@ def anchor_stats(outcomes: list[Outcome]) -> dict:
         "anchor_whole_share": round(sum(o.prefilled < ANCHOR_MISS_TOKENS for o in appends) / len(appends), 4)
         if appends
         else None,
-        "first_key_after_pause": {"requests": len(after_pause), "ttft_ms": _pct_censored(after_pause)},
+        "first_key_after_pause": {
+            "requests": len(after_pause),
+            "ran": sum(not o.dropped for o in after_pause),
+            "ttft_ms": _pct_censored(after_pause),
+            "ttft_ms_of_those_that_ran": _pct([o.ttft_ms for o in after_pause if not o.dropped and o.ttft_ms is not None]),
+        },
     }
 
 
