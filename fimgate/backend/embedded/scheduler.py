@@ -189,6 +189,8 @@ class BatchScheduler:
 
     # -- one iteration ---------------------------------------------------------------------
     def _iterate(self) -> None:
+        for r in [r for r in self._running if r.cancel.cancelled]:  # finished first: a person's next
+            self._advance(r, None)  # request then finds the slot and blocks their last one computed in
         self._admit()
         steps = [r for r in self._running if isinstance(r.work, StepWork)]
         for r in [r for r in steps if r.cancel.cancelled]:
