@@ -10,7 +10,8 @@ iteration of the loop:
               read once for all of them: on a CPU a one-token step costs what reading the
               weights costs, so 8 people's steps cost little more than one)
     prefill   one chunk (PREFILL_CHUNK_TOKENS) of the most urgent PrefillWork, so a re-anchor
-              or a warm-up never holds the others for longer than one chunk
+              or a warm-up never holds the others for longer than one chunk (a request alone
+              on the engine takes PREFILL_CHUNK_ALONE at a time)
 
 Urgency is `order_key`: arrival time, a warm-up's as if it had arrived WARMUP_YIELD_S later, so
 typing that comes within that time prefills first (fimgate/gateway/warmups.py says why). A
@@ -34,7 +35,8 @@ import torch
 
 from fimgate.backend.base import BackendUnavailableError, CancelToken, StreamEvent
 
-PREFILL_CHUNK_TOKENS = 64  # ~170 ms of prefill on the 2-core development machine
+PREFILL_CHUNK_TOKENS = 64  # ~110 ms of prefill on the 2-core development machine
+PREFILL_CHUNK_ALONE = 256  # with nobody else to serve: fewer, larger products (64-token chunks cost +28% at 512)
 WARMUP_YIELD_S = 0.5
 
 
@@ -207,7 +209,8 @@ class BatchScheduler:
                 self._advance(r, None)
             else:
                 w = r.work
-                end = min(len(w.ids), w.done + PREFILL_CHUNK_TOKENS)
+                alone = len(self._running) == 1 and not self._waiting
+                end = min(len(w.ids), w.done + (PREFILL_CHUNK_ALONE if alone else PREFILL_CHUNK_TOKENS))
                 try:
                     logits = self.compute.run_prefill(w, end)
                 except Exception as e:  # noqa: BLE001 - the request's caller gets it
