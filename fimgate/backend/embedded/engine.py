@@ -216,9 +216,10 @@ class EmbeddedEngine:
         if len(prompt) >= self.capacity:
             raise ContextOverflowError(f"prompt of {len(prompt)} tokens does not fit the context of {self.capacity}")
         max_new = min(max_new, self.capacity - len(prompt))
+        warmup = plan.prewarm or plan.sampling.max_tokens == 0
         if priority is None:
-            priority = order_key(time.monotonic(), plan.prewarm or plan.sampling.max_tokens == 0)
-        yield from self.scheduler.run(self._request(plan, prompt, max_new, cancel), cancel, priority)
+            priority = order_key(time.monotonic(), warmup)
+        yield from self.scheduler.run(self._request(plan, prompt, max_new, cancel), cancel, priority, warmup)
 
     def drive_on(self, runner) -> None:
         """Run the scheduler's loop on `runner` (a MainThreadRunner): servers compute on their main thread."""

@@ -14,7 +14,9 @@ iteration of the loop:
               on the engine takes PREFILL_CHUNK_ALONE at a time)
 
 Urgency is `order_key`: arrival time, a warm-up's as if it had arrived WARMUP_YIELD_S later, so
-typing that comes within that time prefills first (fimgate/gateway/warmups.py says why). A
+typing that comes within that time prefills first (fimgate/gateway/warmups.py says why), and a
+warm-up runs no chunk while a more urgent request decodes: a keystroke's suggestion decodes at
+full speed, not one chunk per token. A
 cancelled request is sent None instead of its logits and finishes at once (a prefill between
 two chunks: what it computed is kept). Batched rows equal the same request run alone bit for
 bit (tests/integration/test_batching.py).
@@ -88,6 +90,7 @@ class _Request:
     cancel: CancelToken
     priority: float
     seq: int
+    warmup: bool = False
     out: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     work: Work | None = None
 
@@ -116,12 +119,13 @@ class BatchScheduler:
             self._driving = False
 
     # -- requests --------------------------------------------------------------------------
-    def run(self, coro: Generator, cancel: CancelToken, priority: float) -> Iterator[StreamEvent]:
-        """Queue a request coroutine; its events, as the loop makes them."""
+    def run(self, coro: Generator, cancel: CancelToken, priority: float, warmup: bool = False) -> Iterator[StreamEvent]:
+        """Queue a request coroutine; its events, as the loop makes them. A warm-up's chunks wait
+        while a more urgent request decodes (typing's steps do not each pay for a chunk)."""
         with self._guard:
             self._seq += 1
             self.submitted += 1
-            req = _Request(coro, cancel, priority, self._seq)
+            req = _Request(coro, cancel, priority, self._seq, warmup)
             self._waiting.append(req)
             start_driver = self._runner is not None and not self._driving
             if start_driver:
@@ -203,6 +207,9 @@ class BatchScheduler:
             self.max_batch = max(self.max_batch, len(steps))
             self.batched_steps += len(steps) if len(steps) > 1 else 0
         prefills = [r for r in self._running if isinstance(r.work, PrefillWork)]
+        if steps:  # a warm-up's chunk waits for those decoding ahead of it in line
+            first = min(r.priority for r in steps)
+            prefills = [r for r in prefills if not r.warmup or r.priority <= first or r.cancel.cancelled]
         if prefills:
             r = min(prefills, key=lambda r: (r.priority, r.seq))
             if r.cancel.cancelled:
