@@ -90,7 +90,13 @@ def add_parsers(b) -> None:
         "--peers",
         default=None,
         metavar="llama.cpp,vllm",
-        help="also replay no-cache/psm-prefix/efim on these engines (fimgate/bench/peers/registry.py)",
+        help="also replay no-cache/psm-prefix/efim/llama.vscode on these engines (fimgate/bench/peers/registry.py)",
+    )
+    s.add_argument(
+        "--peer-strategies",
+        default=None,
+        help="what the peers run (default: those of --strategies a peer can run), e.g. llama.vscode: "
+        "llama.vscode's own requests (fimgate/bench/llama_vscode.py)",
     )
     s.add_argument(
         "--peer-prewarm",

@@ -42,12 +42,19 @@ def peer_names(a) -> list[str]:
         raise UserError(str(e)) from None
 
 
-def check_peer_strategies(a, strategies: list[str]) -> None:
-    """--peers with no strategy a peer can run would measure nothing for them: say so first."""
+def check_peer_strategies(a, strategies: list[str]) -> list[str]:
+    """What the peers run: --peer-strategies, or those of `strategies` a peer can run; with
+    --peers, at least one, or a UserError now (not after fimgate's own run)."""
     from fimgate.bench.peers.registry import PEER_STRATEGIES, peer_strategies
 
-    if peer_names(a) and not peer_strategies(strategies):
+    asked = getattr(a, "peer_strategies", None)
+    names = [s.strip() for s in asked.split(",") if s.strip()] if asked else strategies
+    runnable = peer_strategies(names)
+    if asked and runnable != names:
+        raise UserError(f"peers run only {', '.join(PEER_STRATEGIES)}, not {', '.join(set(names) - set(runnable))}")
+    if peer_names(a) and not runnable:
         raise UserError(f"peers run only {', '.join(PEER_STRATEGIES)}; add one of them to --strategies")
+    return runnable
 
 
 @contextlib.contextmanager

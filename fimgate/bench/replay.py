@@ -215,9 +215,13 @@ def _run_typing(
         return now
     state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file, context=r.context)
     service, planning = service
+    asked = planning.request(state, sampling)
+    if asked is None:
+        outcomes.append(not_asked(k, r, t_req))
+        return now
     planning.now_s = start / 1000
     t_plan = time.perf_counter()
-    events, _ = service.start(state, sampling)  # plans now, as the gateway does
+    events, _ = service.start(state, *asked)  # plans now, as the gateway does
     plan_ms = (time.perf_counter() - t_plan) * 1000
     plan = planning.last
     final = last_finished(events)
@@ -254,12 +258,34 @@ def _run_typing(
     return max(first, min(end, r.next_event_ms)) if superseded else end
 
 
+def not_asked(k: int, r: TraceRequest, t_req: float) -> Outcome:
+    """A key the strategy's client sends no request for (llama.vscode with text right of the
+    cursor): nothing is shown for it."""
+    return Outcome(
+        k,
+        None,
+        None,
+        late=True,
+        cancelled=False,
+        dropped=True,
+        reuse_class="not-asked",
+        typed_next=r.typed_next,
+        index=r.index,
+        t_ms=t_req,
+    )
+
+
 def _pct(values: list[float]) -> dict:
     if not values:
         return {"p50": None, "p90": None, "p99": None}
     s = sorted(values)
     pick = lambda q: round(s[min(len(s) - 1, int(q * len(s)))], 1)  # noqa: E731
     return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99)}
+
+
+def _complete(o: Outcome) -> bool:
+    """Its suggestion was complete before the person's next key."""
+    return not (o.dropped or o.cancelled or o.latency_ms is None)
 
 
 def _pct_censored(outcomes: list[Outcome], complete: bool = False) -> dict:
@@ -271,7 +297,7 @@ def _pct_censored(outcomes: list[Outcome], complete: bool = False) -> dict:
     if not outcomes:
         return {"p50": None, "p90": None, "p99": None}
     if complete:
-        s = sorted(math.inf if o.dropped or o.cancelled or o.latency_ms is None else o.latency_ms for o in outcomes)
+        s = sorted(o.latency_ms if _complete(o) else math.inf for o in outcomes)
     else:
         s = sorted(math.inf if o.dropped or o.ttft_ms is None else o.ttft_ms for o in outcomes)
     pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
@@ -362,6 +388,8 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "ttft_ms": _pct([o.ttft_ms for o in ran if o.ttft_ms is not None]),
         "ttft_ms_all_requests": _pct_censored(outcomes),
         "complete_ms_all_requests": _pct_censored(outcomes, complete=True),
+        "complete_share": round(sum(_complete(o) for o in outcomes) / len(outcomes), 4) if outcomes else None,
+        "not_asked": sum(o.reuse_class == "not-asked" for o in outcomes),
         "ran_share": round(len(ran) / len(outcomes), 4) if outcomes else None,
         "latency_ms": _pct([o.latency_ms for o in ran if o.latency_ms is not None]),
         "prompt_tokens": _mean(o.prompt_tokens for o in ran),

@@ -23,10 +23,11 @@ import threading
 import time
 
 from fimgate.backend.base import CancelToken, Finished, SamplingParams
-from fimgate.bench.replay import REPLAY_SAMPLING, Outcome
+from fimgate.bench.replay import REPLAY_SAMPLING, Outcome, not_asked
 from fimgate.bench.strategies import Strategy, served
 from fimgate.bench.workloads.trace import TraceRequest
 from fimgate.efim.planner import EditorState
+from fimgate.gateway.service import Shape
 
 
 class _Clock:
@@ -83,7 +84,12 @@ def replay_batched(
             now = clock.now()
             while arrivals and arrivals[0][0] <= now:
                 t, k, i = heapq.heappop(arrivals)
-                f = _start(service, planning, slices[k][i], k, t, now, sampling)
+                r = slices[k][i]
+                asked = (SamplingParams(max_tokens=0), Shape()) if r.prewarm else planning.request(_state(r, k), sampling)
+                if asked is None:
+                    outcomes.append(not_asked(k, r, t))
+                    continue
+                f = _start(service, planning, r, k, t, now, asked)
                 flights.append(f)
                 if not slices[k][i].prewarm and slices[k][i].next_event_ms is not None:
                     seq += 1
@@ -124,11 +130,14 @@ class _External:
         return iter(())
 
 
-def _start(service, planning, r: TraceRequest, k: int, t_req: float, now: float, sampling: SamplingParams) -> _Flight:
-    state = EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file, context=r.context)
+def _state(r: TraceRequest, k: int) -> EditorState:
+    return EditorState(f"u{k}", r.file, r.text, r.cursor, path=r.file, context=r.context)
+
+
+def _start(service, planning, r: TraceRequest, k: int, t_req: float, now: float, asked: tuple) -> _Flight:
     planning.now_s = now / 1000
     planning.last = None
-    events, cancel = service.start(state, SamplingParams(max_tokens=0) if r.prewarm else sampling)
+    events, cancel = service.start(_state(r, k), *asked)
     f = _Flight(k, r, t_req, planning.last, cancel)
     f.thread = threading.Thread(target=_read, args=(f, events), daemon=True)
     before = service.backend.scheduler.submitted

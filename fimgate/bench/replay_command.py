@@ -24,7 +24,7 @@ def cmd_bench_replay(a) -> int:
     from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
 
     strategies = checked_strategies(a)
-    check_peer_strategies(a, strategies)
+    a.peer_strategies = check_peer_strategies(a, strategies)
     yield_ms = _warmup_yield_ms(a)
     if a.users < 1:
         raise UserError("--users must be at least 1")
@@ -89,7 +89,6 @@ def cmd_bench_replay(a) -> int:
 
 def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) -> dict:
     """Every strategy (and peer) over the slices; fills per_strategy with their outcomes."""
-    from fimgate.bench.peers.registry import peer_strategies
     from fimgate.bench.replay import progress_printer, replay_strategy, summarize
     from fimgate.bench.replay_batched import replay_batched
     from fimgate.bench.strategies import Strategy
@@ -130,7 +129,7 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
         peer_slices = slices if a.peer_prewarm == "same" else [[r for r in s if not r.prewarm] for s in slices]
         with open_peers(a, engine) as peers:
             for peer_name, peer in peers.items():
-                for name in peer_strategies(strategies):
+                for name in a.peer_strategies:
                     label = f"{peer_name}/{name}"
                     outcomes = replay_strategy(
                         peer,

@@ -5,6 +5,9 @@
     efim        the EFIM planner: anchor + increment, fragment healing
     shift-only  efim, and on re-anchor the engine reuses shifted KV with no recompute (llama.cpp cache_reuse)
     efim+correction  efim, and shifted KV is re-rotated and a budget of tokens recomputed
+    llama.vscode  what llama.vscode asks llama-server (fimgate/bench/llama_vscode.py): its window,
+                llama-server's prompt, 128 tokens, n_indent and t_max_predict_ms, multi-line;
+                no request with more than 8 characters right of the cursor
 
 All strategies share one engine; each gets its own user namespace, and the engine is reset
 between strategies, so every one starts cold on the same budget. Typing requests run through
@@ -18,13 +21,14 @@ import itertools
 from dataclasses import replace
 
 from fimgate.backend.base import FimPlan, SamplingParams
+from fimgate.bench import llama_vscode
 from fimgate.bench.baseline import psm_prompt
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.templates import FimTemplate
 from fimgate.efim.window import WindowConfig
-from fimgate.gateway.service import CompletionService
+from fimgate.gateway.service import CompletionService, Shape
 
-ALL = ("no-cache", "psm-prefix", "shift-only", "efim", "efim+correction")
+ALL = ("no-cache", "psm-prefix", "shift-only", "efim", "efim+correction", "llama.vscode")
 CORRECTION_BUDGET = 0.15  # "efim+correction:0.05" names another share of the shifted tokens
 
 
@@ -52,6 +56,16 @@ class Strategy:
         self.planner = EfimPlanner(tok, template, window, recompute_share=self.recompute_share)
         self._fresh = itertools.count()
 
+    def request(self, state: EditorState, sampling: SamplingParams) -> tuple[SamplingParams, Shape] | None:
+        """What the strategy's client asks for the editor state `state` (None: it sends nothing);
+        `sampling` is what fimgate's extension asks."""
+        if self.kind != "llama.vscode":
+            return sampling, Shape()
+        body = llama_vscode.request_body(state.text, state.cursor, state.context)
+        if body is None:
+            return None
+        return llama_vscode.sampling(body), Shape(multiline=True, min_indent=body.n_indent or None)
+
     def plan(self, user: str, state: EditorState, sampling: SamplingParams) -> FimPlan:
         uid = f"{self.name}/{user}"
         if self.kind == "no-cache":
@@ -59,8 +73,15 @@ class Strategy:
             p = self.planner.plan(replace(state, user_id=f"{uid}/{n}", document_id=f"{n}"), sampling)
             self.planner.forget(f"{uid}/{n}", f"{n}")
             return p
-        if self.kind == "psm-prefix":
-            ids = psm_prompt(self.tok, self.template, state.text, state.cursor)
+        if self.kind in ("psm-prefix", "llama.vscode"):
+            if self.kind == "psm-prefix":
+                ids = psm_prompt(self.tok, self.template, state.text, state.cursor)
+            else:  # a warm-up is asked for wherever the cursor is
+                body = llama_vscode.request_body(state.text, state.cursor, state.context)
+                if body is None:  # at the end of the line, then
+                    nl = state.text.find("\n", state.cursor)
+                    body = llama_vscode.request_body(state.text, len(state.text) if nl < 0 else nl, state.context)
+                ids = llama_vscode.server_prompt(self.tok, self.template, body)
             return FimPlan(
                 prompt_ids=ids,
                 user_id=uid,
@@ -86,6 +107,11 @@ class Planning:
         self.strategy = strategy
         self.now_s: float | None = None
         self.last: FimPlan | None = None
+
+    def request(self, state: EditorState, sampling: SamplingParams) -> tuple[SamplingParams, Shape] | None:
+        """What the strategy's client asks (Strategy.request); a strategy without one asks `sampling`."""
+        ask = getattr(self.strategy, "request", None)
+        return ask(state, sampling) if ask else (sampling, Shape())
 
     def plan(self, state: EditorState, sampling: SamplingParams) -> FimPlan:
         self.last = replace(self.strategy.plan(state.user_id, state, sampling), issued_at_s=self.now_s)

@@ -121,3 +121,20 @@ def test_bench_replay_peers_can_go_without_the_prewarms():
     out = json.loads(r.stdout)
     assert out["efim"]["prewarm"]["requests"] > 0 and out["llama.cpp/efim"]["prewarm"]["requests"] == 0
     assert out["settings"]["peer_prewarm"] == "none"
+
+
+def test_cache_reuse_moves_long_cached_runs_as_llama_server_does(peer, smol_tok):
+    """--cache-reuse 256: text deleted above a run of >= 256 cached tokens moves the run, and the
+    answer is the one a cold run of the same prompt gives."""
+    ids = smol_tok.encode(open(source_files()[2], encoding="utf-8").read())[:700]
+    head, body = ids[:120], ids[120:620]
+    _run(peer, head + body, max_tokens=1)
+    moved = _run(peer, head[:40] + head[90:] + body, max_tokens=8)  # 50 tokens deleted above the body
+    assert moved.usage.prefix_cached_tokens == 40
+    assert moved.usage.shifted_cached_tokens == len(head) - 90 + len(body) - 1  # all but the last token
+    assert moved.usage.prefilled_tokens == 1
+    cold = _run(peer, head[:40] + head[90:] + body, user="cold", max_tokens=8)
+    assert cold.usage.prefilled_tokens == len(head) - 50 + len(body)
+    assert moved.text == cold.text
+    short = _run(peer, head[:30] + head[40:] + body[:200], user="cold", max_tokens=1)  # a run under 256: prefilled
+    assert short.usage.shifted_cached_tokens == 0

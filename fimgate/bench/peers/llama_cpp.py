@@ -7,6 +7,11 @@ the embedded engine's own decoding loop (fimgate/backend/embedded/decode_loop.py
 stop tokens and strings), so completions compare. It runs the GGUF as it is (the bundled file
 is Q4_1), where the embedded engine dequantizes it to fp32.
 
+With `cache_reuse` (llama-server's `--cache-reuse N`, 256 in the command llama.vscode's README
+gives), cached runs of at least N tokens found later in the new prompt are kept too: their K/V
+is moved to the new positions (llama-server's own loop: the prompt is walked from the end of the
+common prefix; cached tokens that do not continue a run are skipped).
+
 One context serves everyone: a request from another user than the last starts cold, so no
 user reads another's cache (llama-server's slots would mix users' prompts).
 """
@@ -25,6 +30,7 @@ from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.decode_loop import decode, decode_rate, stepped
 
 N_CTX = 8192
+CACHE_REUSE = 256  # llama.vscode's README starts llama-server with --cache-reuse 256
 
 
 def _load(model_path: str, threads: int):
@@ -53,8 +59,11 @@ def _load(model_path: str, threads: int):
 class LlamaCppPeer:
     name = "llama.cpp"
 
-    def __init__(self, model_path: str, tokenizer, model_name: str, threads: int | None = None) -> None:
+    def __init__(
+        self, model_path: str, tokenizer, model_name: str, threads: int | None = None, cache_reuse: int = CACHE_REUSE
+    ) -> None:
         threads = threads or os.cpu_count() or 1
+        self.cache_reuse = cache_reuse  # 0: the common prefix only
         self._llm = _load(model_path, threads)
         self._n_vocab = self._llm.n_vocab()
         self.tokenizer = tokenizer
@@ -78,6 +87,37 @@ class LlamaCppPeer:
         self._cached.extend(tokens)
         return torch.from_numpy(np.ctypeslib.as_array(self._llm._ctx.get_logits(), shape=(self._n_vocab,)).copy())
 
+    def _reuse_chunks(self, prompt: list[int], keep: int) -> int:
+        """llama-server's cache reuse after the common prefix `keep`: runs of >= cache_reuse
+        cached tokens that continue the prompt are moved to their new positions. Returns how many
+        of the prompt's tokens the context now holds (the prompt's first ones)."""
+        import llama_cpp.llama_cpp as lib
+
+        cached, end = self._cached, len(prompt) - 1  # the last prompt token is evaluated for its logits
+        head_c = head_p = keep
+        moves = []  # (cached position, prompt position, length)
+        while head_c < len(cached) and head_p < end:
+            n = 0
+            while head_c + n < len(cached) and head_p + n < end and cached[head_c + n] == prompt[head_p + n]:
+                n += 1
+            if n >= self.cache_reuse:
+                moves.append((head_c, head_p, n))
+                head_c, head_p = head_c + n, head_p + n
+            else:
+                head_c += 1
+        if not moves:
+            return keep
+        mem = lib.llama_get_memory(self._llm._ctx.ctx)
+        pos = keep
+        for c, _, n in moves:  # drop every cell no run keeps, then move the runs
+            lib.llama_memory_seq_rm(mem, 0, pos, c)
+            pos = c + n
+        lib.llama_memory_seq_rm(mem, 0, pos, -1)
+        for c, p, n in moves:
+            lib.llama_memory_seq_add(mem, 0, c, c + n, p - c)
+        self._cached[:] = prompt[:head_p]
+        return head_p
+
     def generate(self, plan: FimPlan, cancel: CancelToken | None = None) -> Iterator[StreamEvent]:
         cancel = cancel or CancelToken()
         t0 = time.perf_counter()
@@ -94,9 +134,15 @@ class LlamaCppPeer:
             if a != b:
                 break
             keep += 1
-        del self._cached[keep:]
-        logits = self._eval(prompt[keep:])
-        usage = dict(prompt_tokens=len(prompt), prefix_cached_tokens=keep, prefilled_tokens=len(prompt) - keep)
+        reused = self._reuse_chunks(prompt, keep) if self.cache_reuse else keep
+        del self._cached[reused:]
+        logits = self._eval(prompt[reused:])
+        usage = dict(
+            prompt_tokens=len(prompt),
+            prefix_cached_tokens=keep,
+            shifted_cached_tokens=reused - keep,
+            prefilled_tokens=len(prompt) - reused,
+        )
         max_new = plan.sampling.max_tokens + len(plan.healing.text.encode("utf-8")) if plan.sampling.max_tokens else 0
         out = yield from stepped(
             decode(plan, logits, self.tokenizer.token_bytes, self._heal_index, self.tokenizer.eos_id, max_new, cancel), self._eval

@@ -7,7 +7,8 @@
                fimgate's vLLM backend client sends the requests)
 
 Peers run the strategies whose prompts need only exact prefix caching - no-cache, psm-prefix,
-efim (the EFIM layout) - with the same prompts fimgate's embedded engine gets.
+efim (the EFIM layout), llama.vscode (llama.vscode's requests as llama-server prompts them) -
+with the same prompts fimgate's embedded engine gets.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Iterator
 from fimgate.bench.strategies import parse
 
 PEERS = ("llama.cpp", "vllm")
-PEER_STRATEGIES = ("no-cache", "psm-prefix", "efim")
+PEER_STRATEGIES = ("no-cache", "psm-prefix", "efim", "llama.vscode")
 VLLM_PEER_BLOCK_SIZE = 128
 VLLM_PEER_PORT = 8651
 
