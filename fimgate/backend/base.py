@@ -19,7 +19,7 @@ from typing import Iterator, Protocol
 class ReuseClass(str, enum.Enum):
     """How a request's prompt relates to what is cached (DESIGN.md, exactness classes)."""
 
-    COLD = "cold"  # nothing reusable was known to the planner
+    COLD = "cold"  # the session's first request (text of the user's other sessions may be reused shifted)
     EFIM_APPEND = "efim_append"  # only the increment after the anchor grew: a prefix hit
     REANCHOR = "reanchor"  # new anchor; old text may reappear shifted (see ReuseHint)
 
@@ -27,11 +27,14 @@ class ReuseClass(str, enum.Enum):
 @dataclass(frozen=True)
 class ReuseHint:
     """Tokens `old_start:old_start+num_tokens` of the session's previous prompt reappear at
-    `new_start` of this one. `delta` = new_start - old_start is the RoPE shift to apply."""
+    `new_start` of this one. `delta` = new_start - old_start is the RoPE shift to apply.
+    `source`: the session (document) whose last prompt they come from, when not this one's -
+    always the same user's (context chunks are text of files the person had open)."""
 
     old_start: int
     new_start: int
     num_tokens: int
+    source: str = ""
 
     @property
     def delta(self) -> int:
@@ -241,9 +244,6 @@ class Backend(Protocol):
 
     @property
     def context_tokens(self) -> int | None: ...
-
-    # the embedded engine takes a warm-up as growing prefixes of its prompt (gateway/warmups.py)
-    chunked_warmups: bool
 
     def stats(self) -> dict: ...  # cache and server figures for /health and /metrics (may be {})
 

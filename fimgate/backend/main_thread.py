@@ -35,7 +35,7 @@ class MainThreadRunner:
 
     def submit(self, make: Callable[[], Iterator], priority: float = 0) -> Iterator:
         """Queue a job; iterate the result to receive its events as the main thread makes them.
-        Queued jobs run by priority (lower first; the gateway passes fimgate.gateway.warmups.order_key),
+        Queued jobs run by priority (lower first; the gateway passes fimgate.backend.urgency.order_key),
         then in order. After stop(), a job fails at once."""
         out: queue.Queue = queue.Queue()
         if self._stopped.is_set():

@@ -93,6 +93,13 @@ def add_parsers(b) -> None:
         help="also replay no-cache/psm-prefix/efim/llama.vscode on these engines (fimgate/bench/peers/registry.py)",
     )
     s.add_argument(
+        "--hint-sessions",
+        type=int,
+        default=4,
+        help="how many of a person's other files' last prompts a re-anchor or a cold start may reuse text from "
+        "(fimgate/efim/planner.py; 0: the file's own previous prompt only; the A/B switch)",
+    )
+    s.add_argument(
         "--peer-strategies",
         default=None,
         help="what the peers run (default: those of --strategies a peer can run), e.g. llama.vscode: "

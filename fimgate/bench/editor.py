@@ -104,6 +104,18 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
     return line + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
+def stale_vsix(vsix: str) -> str | None:
+    """A source file of the extension newer than its package, if any: a benchmark of a stale
+    package measures code that is no longer there."""
+    src = os.path.join(os.path.dirname(vsix), "src")
+    built = os.path.getmtime(vsix)
+    for d, _, files in os.walk(src):
+        for f in files:
+            if os.path.getmtime(os.path.join(d, f)) > built:
+                return os.path.join(d, f)
+    return None
+
+
 def trace_slice(events: list[dict], keys: int) -> Slice:
     """Steps from the start of the trace until `keys` single-character keystrokes were typed."""
     docs: dict[str, str] = {}
@@ -238,6 +250,9 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
         missing = [f"{n}: {table[n].vsix}" for n in names if not os.path.exists(table[n].vsix)]
         if missing:
             raise RuntimeError(f"not built: {missing[0]} (run `make e2e-setup`)")
+        stale = stale_vsix(FIMGATE_VSIX) if any(table[n].vsix == FIMGATE_VSIX for n in names) else None
+        if stale:
+            raise RuntimeError(f"{FIMGATE_VSIX} is older than {stale}: rebuild it (cd vscode-extension && npm run package)")
         results = {}
         for n in names:  # a client whose replay fails is reported as such; the others still count
             try:

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field, replace
 
 from fimgate.backend.base import FimPlan, SamplingParams, last_finished
 from fimgate.backend.block_tree import common_prefix
+from fimgate.backend.embedded.scheduler import PREFILL_CHUNK_TOKENS
 from fimgate.bench.strategies import Strategy, served
 from fimgate.bench.workloads.trace import TraceRequest
 from fimgate.efim.planner import EditorState
-from fimgate.gateway.warmups import chunk_ends
 
 # what the VS Code extension asks for (vscode-extension/package.json: maxTokens, maxPredictMs); the
 # service adds the newline stop where it decides a single line
@@ -105,8 +105,8 @@ def replay_strategy(
     """Run every request of every person on one engine, in the order a scheduler would.
 
     warmup_yield_ms None (FIFO, the default): requests run in arrival order, a warm-up to its
-    end. Otherwise what the gateway does (fimgate/gateway/warmups.py): warm-ups prefill in
-    WARMUP_CHUNK_TOKENS-token chunks and are ordered as if they had arrived warmup_yield_ms
+    end. Otherwise what the gateway did before the batching scheduler: warm-ups prefill in
+    PREFILL_CHUNK_TOKENS-token chunks and are ordered as if they had arrived warmup_yield_ms
     later, so typing that comes within that time goes first (math.inf: typing always first); a
     person's typing request drops their own warm-up's chunks still queued, in the same file,
     and takes the warm-up's place in line when that is earlier."""
@@ -156,6 +156,11 @@ def replay_strategy(
         if progress:
             progress(len(outcomes))
     return outcomes
+
+
+def chunk_ends(num_tokens: int, chunk: int = PREFILL_CHUNK_TOKENS) -> list[int]:
+    """Where a serial warm-up's chunks end: growing prefixes of its prompt."""
+    return list(range(chunk, num_tokens, chunk)) + [num_tokens]
 
 
 def _plan_warmup(strategy: Strategy, r: TraceRequest, w: _Warmup, whole: bool) -> _Warmup:

@@ -66,6 +66,7 @@ def cmd_bench_replay(a) -> int:
         "schedule": a.schedule,
         "warmup_yield_ms": yield_ms,
         "peer_prewarm": a.peer_prewarm,
+        "hint_sessions": a.hint_sessions,
     }
     if a.schedule == "office":
         settings.update(think_s=a.think_s, reads=a.reads, seed=a.seed)
@@ -114,7 +115,7 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
                 if hasattr(engine, "reset"):  # the embedded engine; vLLM strategies differ by cache salt
                     engine.reset(pin_policy=policy)
                 total = sum(len(p) for p in slices)
-                strategy = Strategy(name, engine.tokenizer, tmpl)
+                strategy = Strategy(name, engine.tokenizer, tmpl, hint_sessions=a.hint_sessions)
                 if batched:
                     outcomes, throughput = replay_batched(
                         engine, strategy, slices, sampling, progress=progress_printer(label, total)

@@ -23,7 +23,7 @@ from dataclasses import replace
 from fimgate.backend.base import FimPlan, SamplingParams
 from fimgate.bench import llama_vscode
 from fimgate.bench.baseline import psm_prompt
-from fimgate.efim.planner import EditorState, EfimPlanner
+from fimgate.efim.planner import HINT_SESSIONS, EditorState, EfimPlanner
 from fimgate.efim.templates import FimTemplate
 from fimgate.efim.window import WindowConfig
 from fimgate.gateway.service import CompletionService, Shape
@@ -48,12 +48,14 @@ def parse(name: str) -> tuple[str, float | None]:
 
 
 class Strategy:
-    def __init__(self, name: str, tok, template: FimTemplate, window: WindowConfig = WindowConfig()) -> None:
+    def __init__(
+        self, name: str, tok, template: FimTemplate, window: WindowConfig = WindowConfig(), hint_sessions: int = HINT_SESSIONS
+    ) -> None:
         self.kind, self.recompute_share = parse(name)
         self.name = name
         self.tok = tok
         self.template = template
-        self.planner = EfimPlanner(tok, template, window, recompute_share=self.recompute_share)
+        self.planner = EfimPlanner(tok, template, window, recompute_share=self.recompute_share, hint_sessions=hint_sessions)
         self._fresh = itertools.count()
 
     def request(self, state: EditorState, sampling: SamplingParams) -> tuple[SamplingParams, Shape] | None:

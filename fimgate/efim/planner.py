@@ -11,6 +11,11 @@ their fixed prompt tokens. What the person typed since, `inc`, is appended after
 - Re-anchor: anything else (cursor jump, edit outside inc, inc over budget, new context). The
   window is recut; old tokens that reappear elsewhere in the new prompt become reuse hints.
 - Cold: the session's first request.
+
+Reuse hints come from the session's previous prompt first, then from the last prompts of the
+same user's other sessions (HINT_SESSIONS, most recent first): a context chunk is text of a file
+the person just left, whose own anchor holds it, and a file opened anew often repeats text of
+another. Never from another user's sessions.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from fimgate.efim.templates import ContextChunk, FimTemplate, Segment
 from fimgate.efim.window import WindowConfig, cut_window
 
 MIN_HINT_TOKENS = 8
+HINT_SESSIONS = 4  # the user's other sessions searched for reuse hints on a re-anchor or a cold start
 NAMELESS = "nameless:"  # document ids the planner gives requests that name no file
 MAX_NAMELESS = 8  # per user
 HEAD_CHARS = 256
@@ -76,11 +82,15 @@ class EfimPlanner:
         window: WindowConfig = WindowConfig(),
         max_sessions: int = 4096,
         recompute_share: float | None = None,
+        hint_sessions: int = HINT_SESSIONS,
     ) -> None:
         """recompute_share: suffix-KV correction on re-anchors (FimPlan.recompute_share): None,
-        exact classes only; 0, shifted keys re-rotated only; s > 0, s of them recomputed too."""
+        exact classes only; 0, shifted keys re-rotated only; s > 0, s of them recomputed too.
+        hint_sessions: how many of the user's other sessions hints may come from (0: only the
+        session's own previous prompt)."""
         self.tok = tokenizer
         self.recompute_share = recompute_share
+        self.hint_sessions = hint_sessions
         self.template = template
         self.window = window
         self.max_sessions = max_sessions
@@ -111,8 +121,8 @@ class EfimPlanner:
             dyn = tokenize_fragment(self.tok, s.open_tail)
             reuse = ReuseClass.REANCHOR if old else ReuseClass.COLD
         prompt = s.fixed_ids + dyn.ids
-        if reuse is ReuseClass.REANCHOR:
-            hints = self._hints(old, prompt)
+        if reuse is not ReuseClass.EFIM_APPEND:
+            hints = self._hints(self._hint_sources(key, old), prompt)
         s.last_prompt = prompt
         s.num_requests += 1
         self._sessions[key] = s
@@ -200,29 +210,44 @@ class EfimPlanner:
             ids.extend([self._sentinel_ids[seg.text]] if seg.special else self.tok.encode(seg.text))
         return tuple(ids)
 
-    @staticmethod
-    def _hints(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[ReuseHint, ...]:
-        """Runs of the old prompt that reappear in the new one, other than the shared prefix.
+    def _hint_sources(self, key: tuple[str, str], old: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
+        """(source, prompt) to look for reused text in: the session's previous prompt, then the
+        user's other sessions' last prompts, most recent first."""
+        sources = [("", old)] if old else []
+        if self.hint_sessions > 0:
+            others = [(k[1], s.last_prompt) for k, s in reversed(self._sessions.items()) if k[0] == key[0] and k != key]
+            sources += [o for o in others if o[1]][: self.hint_sessions]
+        return sources
 
-        Linear time in the two prompts: every MIN_HINT_TOKENS-gram of the old prompt is indexed
-        (its first occurrence), the new prompt is scanned left to right, and each gram found is
-        extended as far as the two prompts agree. Runs do not overlap in the new prompt; they
-        may come from anywhere in the old one (a moved block is found whatever the order)."""
-        lcp = common_prefix_len(old, new)
+    @staticmethod
+    def _hints(sources: list[tuple[str, tuple[int, ...]]], new: tuple[int, ...]) -> tuple[ReuseHint, ...]:
+        """Runs of the sources' prompts that reappear in the new one, after the prefix it shares
+        with the first source.
+
+        Linear time in the prompts: every MIN_HINT_TOKENS-gram of each source is indexed (its
+        first occurrence; an earlier source wins), the new prompt is scanned left to right, and
+        each gram found is extended as far as the two prompts agree. Runs do not overlap in the
+        new prompt; they may come from anywhere in a source (a moved block is found whatever the
+        order)."""
+        if not sources:
+            return ()
+        lcp = common_prefix_len(sources[0][1], new)
         k = MIN_HINT_TOKENS
-        first: dict[tuple[int, ...], int] = {}
-        for i in range(lcp, len(old) - k + 1):
-            first.setdefault(old[i : i + k], i)
+        first: dict[tuple[int, ...], tuple[str, tuple[int, ...], int]] = {}
+        for n_src, (name, old) in enumerate(sources):
+            for i in range(lcp if n_src == 0 else 0, len(old) - k + 1):
+                first.setdefault(old[i : i + k], (name, old, i))
         hints, j = [], lcp
         while j <= len(new) - k:
-            i = first.get(new[j : j + k])
-            if i is None:
+            found = first.get(new[j : j + k])
+            if found is None:
                 j += 1
                 continue
+            name, old, i = found
             n = k
             while i + n < len(old) and j + n < len(new) and old[i + n] == new[j + n]:
                 n += 1
-            hints.append(ReuseHint(old_start=i, new_start=j, num_tokens=n))
+            hints.append(ReuseHint(old_start=i, new_start=j, num_tokens=n, source=name))
             j += n
         return tuple(hints)
 

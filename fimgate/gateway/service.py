@@ -19,7 +19,7 @@ cleanly. Planning is serialized (the planner's sessions are plain dicts). Comput
 main thread when a `MainThreadRunner` is given (servers: see fimgate/backend/main_thread.py for
 why): the embedded engine runs its batching loop there (fimgate/backend/embedded/scheduler.py:
 requests together, typing's prefill before warm-ups'); a backend that does not batch runs each
-request as a job there, warm-ups in chunks that yield to typing (fimgate/gateway/warmups.py).
+request as a job there, a warm-up whole, in the order of fimgate/backend/urgency.py.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from typing import Iterator
 
 from fimgate.backend.base import Backend, CancelToken, Finished, SamplingParams, StreamEvent, TextDelta, last_finished
 from fimgate.backend.main_thread import MainThreadRunner
+from fimgate.backend.urgency import is_warmup, order_key
 from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.postprocess import StreamTidy, wants_multiline
 from fimgate.gateway.type_through import TypeThrough
-from fimgate.gateway.warmups import is_warmup, order_key, run_chunked
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Shape:
 @dataclass
 class _InFlight:
     cancel: CancelToken
-    place: float  # its place in the runner's line (fimgate/gateway/warmups.py: order_key)
+    place: float  # its place in line (fimgate/backend/urgency.py: order_key)
     warmup: bool
 
 
@@ -142,12 +142,6 @@ class CompletionService:
                 yield from self.backend.generate(plan, cancel, priority=job.place)
             elif self.runner is None:
                 yield from self.backend.generate(plan, cancel)
-            elif job.warmup and self.backend.chunked_warmups:
-                yield from run_chunked(
-                    plan,
-                    lambda p: self.runner.submit(lambda: self.backend.generate(p, cancel), priority=job.place),
-                    lambda: cancel.cancelled,
-                )
             else:
                 yield from self.runner.submit(lambda: self.backend.generate(plan, cancel), priority=job.place)
         finally:

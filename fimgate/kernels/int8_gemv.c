@@ -15,11 +15,17 @@
 
 #define ROWS 8
 
-/* out for RR weight rows x II rows of x (both <= 4): each pair an independent 16-lane
- * accumulation over j, reduced, then the tail, then the row's scale: the same number for the
- * pair whatever shares its tile, so a batched row equals the row alone. Each 16 weights are converted to fp32 once for the II rows. */
-static inline __attribute__((always_inline)) void int8_tile(const int8_t *w, const float *scale, const float *x,
-                                                             int64_t k, float *y, int64_t n, const int RR, const int II) {
+/* y row a, entries b: w row b . x row a, for RR weight rows and II rows of x (both <= 4); weights
+ * int8 (then times the row's scale: INT8 = 1) or fp32 (INT8 = 0). Each pair is an independent
+ * 16-lane accumulation over j, reduced, then the tail: the same number for a pair whatever else
+ * shares its tile, so a batched row equals the row alone. A tile reads each weight vector once
+ * (16 int8 weights converted to fp32 once) for its II rows of x, each x vector once for its RR
+ * weight rows. INT8, RR and II are constants wherever this is inlined. */
+static inline __attribute__((always_inline)) void tile(const void *wp, const int INT8, const float *scale,
+                                                        const float *x, int64_t k, float *y, int64_t n, const int RR,
+                                                        const int II) {
+    const int8_t *wq = (const int8_t *)wp;
+    const float *wf = (const float *)wp;
     int64_t j = 0;
     float sums[4][4];
 #ifdef __AVX512F__
@@ -30,8 +36,8 @@ static inline __attribute__((always_inline)) void int8_tile(const int8_t *w, con
         __m512 xv[4];
         for (int a = 0; a < II; a++) xv[a] = _mm512_loadu_ps(x + a * k + j);
         for (int b = 0; b < RR; b++) {
-            __m128i q = _mm_loadu_si128((const __m128i *)(w + b * k + j));
-            __m512 wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+            __m512 wv = INT8 ? _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wq + b * k + j))))
+                             : _mm512_loadu_ps(wf + b * k + j);
             for (int a = 0; a < II; a++) acc[b][a] = _mm512_fmadd_ps(wv, xv[a], acc[b][a]);
         }
     }
@@ -44,35 +50,45 @@ static inline __attribute__((always_inline)) void int8_tile(const int8_t *w, con
     for (int b = 0; b < RR; b++)
         for (int a = 0; a < II; a++) {
             float s = sums[b][a];
-            for (int64_t jj = j; jj < k; jj++) s += (float)w[b * k + jj] * x[a * k + jj];
-            y[a * n + b] = s * scale[b];
+            for (int64_t jj = j; jj < k; jj++) s += (INT8 ? (float)wq[b * k + jj] : wf[b * k + jj]) * x[a * k + jj];
+            y[a * n + b] = INT8 ? s * scale[b] : s;
         }
 }
 
-#define TILE8(RR, II) int8_tile(w, scale, x, k, y, n, RR, II)
-static void int8_tile_any(const int8_t *w, const float *scale, const float *x, int64_t k, float *y, int64_t n,
-                          int64_t rr, int64_t ii) {
+#define TILE(RR, II) tile(w, INT8, scale, x, k, y, n, RR, II)
+static inline __attribute__((always_inline)) void tile_any(const void *w, const int INT8, const float *scale,
+                                                            const float *x, int64_t k, float *y, int64_t n, int64_t rr,
+                                                            int64_t ii) {
     switch (rr * 8 + ii) {
-    case 33: TILE8(4, 1); break; case 34: TILE8(4, 2); break; case 35: TILE8(4, 3); break; case 36: TILE8(4, 4); break;
-    case 25: TILE8(3, 1); break; case 26: TILE8(3, 2); break; case 27: TILE8(3, 3); break; case 28: TILE8(3, 4); break;
-    case 17: TILE8(2, 1); break; case 18: TILE8(2, 2); break; case 19: TILE8(2, 3); break; case 20: TILE8(2, 4); break;
-    case 9: TILE8(1, 1); break;  case 10: TILE8(1, 2); break; case 11: TILE8(1, 3); break; case 12: TILE8(1, 4); break;
+    case 33: TILE(4, 1); break; case 34: TILE(4, 2); break; case 35: TILE(4, 3); break; case 36: TILE(4, 4); break;
+    case 25: TILE(3, 1); break; case 26: TILE(3, 2); break; case 27: TILE(3, 3); break; case 28: TILE(3, 4); break;
+    case 17: TILE(2, 1); break; case 18: TILE(2, 2); break; case 19: TILE(2, 3); break; case 20: TILE(2, 4); break;
+    case 9: TILE(1, 1); break;  case 10: TILE(1, 2); break; case 11: TILE(1, 3); break; case 12: TILE(1, 4); break;
     }
 }
-#undef TILE8
+#undef TILE
 
-void int8_gemv(const int8_t *w, const float *scale, const float *x, float *y,
-               int64_t n, int64_t k, int64_t m, int threads) {
+/* y = x W^T for W (n, k), int8 with per-row scales or fp32, and m rows of x (m, k): y (m, n).
+ * Threads split the weight rows, ROWS at a time; each block is read once for all m rows of x. */
+static inline __attribute__((always_inline)) void gemv(const void *w, const int INT8, const float *scale,
+                                                        const float *x, float *y, int64_t n, int64_t k, int64_t m,
+                                                        int threads) {
     int64_t blocks = (n + ROWS - 1) / ROWS;
+    int64_t bytes = INT8 ? 1 : (int64_t)sizeof(float);
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t b = 0; b < blocks; b++) {
-        int64_t r0 = b * ROWS;
+    for (int64_t blk = 0; blk < blocks; blk++) {
+        int64_t r0 = blk * ROWS;
         int64_t rn = n - r0 < ROWS ? n - r0 : ROWS;
         for (int64_t i = 0; i < m; i += 4)
             for (int64_t r = 0; r < rn; r += 4)
-                int8_tile_any(w + (r0 + r) * k, scale + r0 + r, x + i * k, k, y + i * n + r0 + r, n,
-                              rn - r < 4 ? rn - r : 4, m - i < 4 ? m - i : 4);
+                tile_any((const char *)w + (r0 + r) * k * bytes, INT8, INT8 ? scale + r0 + r : scale, x + i * k, k,
+                         y + i * n + r0 + r, n, rn - r < 4 ? rn - r : 4, m - i < 4 ? m - i : 4);
     }
+}
+
+void int8_gemv(const int8_t *w, const float *scale, const float *x, float *y,
+               int64_t n, int64_t k, int64_t m, int threads) {
+    gemv(w, 1, scale, x, y, n, k, m, threads);
 }
 
 int has_avx512(void) {

@@ -9,7 +9,7 @@
  *
  * What fimgate/backend/model/llama.py does for one token with ~15 torch calls a layer (~450 a step, ~5 ms of
  * a ~25 ms step spent outside the matrix products here) is one ctypes call. The products are
- * int8_gemv.c's kernel (int8 weights, per-row scales) or an fp32 one below; attention is
+ * int8_gemv.c's kernel (int8 weights with per-row scales, or fp32: the same tiles); attention is
  * decode_attention.c's; both are included so this file builds alone. The norms, RoPE, SiLU and
  * residual adds are plain loops over a few thousand floats. No biases, q/k norms, sandwich
  * norms or sliding windows: models with those take the torch path (fimgate/backend/model/fused_step.py
@@ -38,71 +38,11 @@ typedef struct {
     Linear qkv, o, gate_up, down;
 } Layer;
 
-/* out[b][a] = w row b . x row a for RR weight rows and II rows of x (both <= 4), each an
- * independent 16-lane accumulation over j, reduced, then the tail: the same number for a pair
- * whatever else shares its tile, so a batched row equals the row alone. A tile reads each
- * weight vector once for its II rows of x and each x vector once for its RR weight rows. */
-static inline __attribute__((always_inline)) void f32_tile(const float *w, const float *x, int64_t k, float *y,
-                                                            int64_t n, const int RR, const int II) {
-    int64_t j = 0;
-    float sums[4][4];
-#ifdef __AVX512F__
-    __m512 acc[4][4];
-    for (int b = 0; b < RR; b++)
-        for (int a = 0; a < II; a++) acc[b][a] = _mm512_setzero_ps();
-    for (; j + 16 <= k; j += 16) {
-        __m512 xv[4];
-        for (int a = 0; a < II; a++) xv[a] = _mm512_loadu_ps(x + a * k + j);
-        for (int b = 0; b < RR; b++) {
-            __m512 wv = _mm512_loadu_ps(w + b * k + j);
-            for (int a = 0; a < II; a++) acc[b][a] = _mm512_fmadd_ps(wv, xv[a], acc[b][a]);
-        }
-    }
-    for (int b = 0; b < RR; b++)
-        for (int a = 0; a < II; a++) sums[b][a] = _mm512_reduce_add_ps(acc[b][a]);
-#else
-    for (int b = 0; b < RR; b++)
-        for (int a = 0; a < II; a++) sums[b][a] = 0.0f;
-#endif
-    for (int b = 0; b < RR; b++)
-        for (int a = 0; a < II; a++) {
-            float s = sums[b][a];
-            for (int64_t jj = j; jj < k; jj++) s += w[b * k + jj] * x[a * k + jj];
-            y[a * n + b] = s;
-        }
-}
-
-#define TILE(RR, II) f32_tile(w, x, k, y, n, RR, II)
-static void f32_tile_any(const float *w, const float *x, int64_t k, float *y, int64_t n, int64_t rr, int64_t ii) {
-    switch (rr * 8 + ii) {
-    case 33: TILE(4, 1); break; case 34: TILE(4, 2); break; case 35: TILE(4, 3); break; case 36: TILE(4, 4); break;
-    case 25: TILE(3, 1); break; case 26: TILE(3, 2); break; case 27: TILE(3, 3); break; case 28: TILE(3, 4); break;
-    case 17: TILE(2, 1); break; case 18: TILE(2, 2); break; case 19: TILE(2, 3); break; case 20: TILE(2, 4); break;
-    case 9: TILE(1, 1); break;  case 10: TILE(1, 2); break; case 11: TILE(1, 3); break; case 12: TILE(1, 4); break;
-    }
-}
-#undef TILE
-
-/* y = x W^T for fp32 W (n, k) and m rows of x (m, k): y (m, n). Threads split the weight rows,
- * eight at a time; each block is read once for all m rows of x, in 4 x 4 tiles. */
-static void f32_gemv(const float *w, const float *x, float *y, int64_t n, int64_t k, int64_t m, int threads) {
-    int64_t blocks = (n + ROWS - 1) / ROWS;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t blk = 0; blk < blocks; blk++) {
-        int64_t r0 = blk * ROWS;
-        int64_t rn = n - r0 < ROWS ? n - r0 : ROWS;
-        for (int64_t i = 0; i < m; i += 4)
-            for (int64_t r = 0; r < rn; r += 4)
-                f32_tile_any(w + (r0 + r) * k, x + i * k, k, y + i * n + r0 + r, n, rn - r < 4 ? rn - r : 4,
-                             m - i < 4 ? m - i : 4);
-    }
-}
-
 static void apply(const Linear *l, const float *x, float *y, int64_t m, int threads) {
     if (l->int8)
         int8_gemv((const int8_t *)l->w, l->scale, x, y, l->rows, l->cols, m, threads);
     else
-        f32_gemv((const float *)l->w, x, y, l->rows, l->cols, m, threads);
+        gemv(l->w, 0, NULL, x, y, l->rows, l->cols, m, threads);
 }
 
 /* x * sigmoid(x), the exponential only ever of a non-positive number (decode_attention.c's

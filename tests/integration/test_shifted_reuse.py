@@ -52,3 +52,24 @@ def test_shift_only_reuses_with_exact_positions(engine):
     span = slice(100 + n, 399)
     assert (slot.kv.k[0, :, span] - ref.k[0, :, span]).abs().max().item() < 1e-4
     assert (slot.kv.k[5, :, span] - ref.k[5, :, span]).abs().max().item() > 1e-3  # upper layers: approximate
+
+
+def test_a_context_chunk_from_the_file_just_left_is_reused_not_prefilled(engine):
+    """Through the service serve runs: a person leaves a.py for b.py, whose context carries
+    a.py's lines; those tokens come from a.py's cached prompt, re-rotated, for that person only."""
+    from fimgate.efim.planner import EditorState, EfimPlanner
+    from fimgate.efim.templates import TEMPLATES, ContextChunk
+    from fimgate.gateway.service import CompletionService
+
+    svc = CompletionService(engine, EfimPlanner(engine.tokenizer, TEMPLATES["smollm2"], recompute_share=0.15))
+    a = "\n".join(CODE.split("\n")[:60]) + "\n"  # the person was typing at the end of a.py's line 60
+    chunk = ContextChunk("a.py", "\n".join(a.split("\n")[20:60]))  # the ring's chunk: the lines around it
+    b = "import a\n\n\ndef test_it():\n    "
+    sampling = SamplingParams(max_tokens=1)
+    svc.complete(EditorState("u-ctx", "a.py", a, len(a), path="a.py"), sampling)
+    moved = svc.complete(EditorState("u-ctx", "b.py", b, len(b), path="b.py", context=(chunk,)), sampling).usage
+    stranger = svc.complete(EditorState("v-ctx", "b.py", b, len(b), path="b.py", context=(chunk,)), sampling).usage
+    chunk_tokens = len(engine.tokenizer.encode(chunk.text))
+    assert stranger.shifted_cached_tokens == 0 and stranger.prefilled_tokens == stranger.prompt_tokens
+    assert moved.shifted_cached_tokens + moved.recomputed_tokens >= 0.8 * chunk_tokens  # placed (some recomputed)
+    assert moved.prefilled_tokens <= stranger.prefilled_tokens - 0.8 * chunk_tokens

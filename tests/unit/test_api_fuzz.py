@@ -18,7 +18,6 @@ CASES = {"n": 0}
 class InstantBackend:
     model_name = "stand-in"
     context_tokens = 2048
-    chunked_warmups = False
 
     def stats(self) -> dict:
         return {}

@@ -42,3 +42,19 @@ def test_a_key_counts_as_shown_only_before_the_next_key_and_useful_only_if_typed
     assert r["useful_share"] == 0.25 and r["useful_line_share"] == 0.5
     assert r["p50_ms"] == float("inf")  # half the keys never showed anything: they sort last
     assert r["shown_p50_ms"] == 120
+
+
+def test_a_package_older_than_its_sources_is_refused(tmp_path):
+    import os
+
+    from fimgate.bench.editor import stale_vsix
+
+    (tmp_path / "src").mkdir()
+    src, vsix = tmp_path / "src" / "extension.ts", tmp_path / "fimgate.vsix"
+    src.write_text("x")
+    vsix.write_text("zip")
+    os.utime(src, (1000, 1000))
+    os.utime(vsix, (2000, 2000))
+    assert stale_vsix(str(vsix)) is None
+    os.utime(src, (3000, 3000))  # edited after packaging: the bench would measure old code
+    assert stale_vsix(str(vsix)) == str(src)

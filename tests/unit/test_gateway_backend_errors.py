@@ -16,7 +16,6 @@ pytestmark = pytest.mark.skipif(bundled_model_path() is None, reason="bundled mo
 class FlakyBackend:
     model_name = "stand-in"
     context_tokens = 2048
-    chunked_warmups = False
 
     def stats(self) -> dict:
         return {}

@@ -127,3 +127,31 @@ def test_long_file_window_moves_in_coarse_steps(smol_tok):
         starts.add(text.count("\n", 0, cursor - len(prefix)))
     # a cursor-following window would start at 30 different lines; this one at few, on a coarse grid
     assert all(s % 32 == 0 for s in starts) and len(starts) <= 3
+
+
+def test_a_new_file_reuses_text_the_same_person_has_in_another_file_and_nobody_elses(smol_tok):
+    """A context chunk is text of the file the person just left: its tokens are hinted from that
+    file's last prompt (ReuseHint.source), never from another user's, and not with hint_sessions 0."""
+    from fimgate.efim.templates import ContextChunk
+
+    def planner(**kw):
+        return EfimPlanner(
+            smol_tok, TEMPLATES["smollm2"], WindowConfig(prefix_tokens=256, suffix_tokens=64), recompute_share=0.15, **kw
+        )
+
+    chunk = ContextChunk("a.py", DOC[DOC.index("def area") : DOC.index("def main")])
+    b = "from a import area\n\n\n"
+    p = planner()
+    a_plan = p.plan(EditorState("u", "a.py", DOC, len(DOC), path="a.py"))
+    b_plan = p.plan(EditorState("u", "b.py", b, len(b), path="b.py", context=(chunk,)))
+    assert b_plan.reuse_class is ReuseClass.COLD
+    hinted = [h for h in b_plan.reuse_hints if h.source == "a.py"]
+    assert sum(h.num_tokens for h in hinted) >= 0.8 * len(smol_tok.encode(chunk.text))
+    for h in hinted:
+        new = b_plan.prompt_ids[h.new_start : h.new_start + h.num_tokens]
+        assert new == a_plan.prompt_ids[h.old_start : h.old_start + h.num_tokens]
+    other = p.plan(EditorState("v", "b.py", b, len(b), path="b.py", context=(chunk,)))
+    assert other.reuse_hints == ()  # v never had a.py: nothing of u's is offered
+    off = planner(hint_sessions=0)
+    off.plan(EditorState("u", "a.py", DOC, len(DOC), path="a.py"))
+    assert off.plan(EditorState("u", "b.py", b, len(b), path="b.py", context=(chunk,))).reuse_hints == ()

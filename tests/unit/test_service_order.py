@@ -8,10 +8,10 @@ import pytest
 
 from fimgate.backend.base import FimPlan, Finished, SamplingParams, UsageReport
 from fimgate.backend.main_thread import MainThreadRunner
+from fimgate.backend.urgency import WARMUP_YIELD_S
 from fimgate.efim.planner import EditorState
 from fimgate.gateway import service as service_module
 from fimgate.gateway.service import CompletionService
-from fimgate.gateway.warmups import WARMUP_YIELD_S
 
 
 class Planner:
@@ -22,7 +22,6 @@ class Planner:
 class Backend:
     model_name = "stand-in"
     context_tokens = 2048
-    chunked_warmups = True
 
     def __init__(self, gate: threading.Event):
         self.gate = gate

@@ -39,12 +39,13 @@ from fimgate.backend.base import (  # noqa: F401
 from fimgate.backend.block_tree import BlockTree, common_prefix
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.decode_loop import Decoded, NextToken, decode, decode_rate, first_pick
-from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork, order_key
+from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
 from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
 from fimgate.backend.embedded.threads import ThreadGovernor
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
 from fimgate.backend.model.weights import LoadedModel, load_model
 from fimgate.backend.pinning import KeystrokePins
+from fimgate.backend.urgency import order_key
 from fimgate.kernels.rope import inv_frequencies, rerotate
 
 MAX_REMEMBERED_PROMPTS = 4096
@@ -119,7 +120,6 @@ class _Cost:
 
 
 class EmbeddedEngine:
-    chunked_warmups = False  # the scheduler prefills every prompt in chunks itself
     batches = True  # requests run together: call generate() from each request's thread
 
     def __init__(self, loaded: LoadedModel, config: EngineConfig = EngineConfig()) -> None:
@@ -309,17 +309,23 @@ class EmbeddedEngine:
     def _place_moved_text(
         self, plan: FimPlan, prompt: list[int], old: tuple[int, ...] | None, cached: int, slot: _Slot
     ) -> tuple[set[int], set[int]]:
-        """Suffix-KV correction: the old prompt's text that reappears at new positions is placed
-        there, keys re-rotated; returns (positions reused shifted, positions of them to recompute)."""
-        if plan.recompute_share is None or not plan.reuse_hints or not old:
+        """Suffix-KV correction: text of the session's previous prompt (or of another session's
+        of the same user: ReuseHint.source) that reappears at new positions is placed there, keys
+        re-rotated; returns (positions reused shifted, positions of them to recompute)."""
+        if plan.recompute_share is None or not plan.reuse_hints:
             return set(), set()
-        old_match = self.tree.match(plan.user_id, old)
-        spans = usable_spans(plan.reuse_hints, old, tuple(prompt), cached, old_match.num_tokens)
-        if not spans:
-            return set(), set()
-        self._place_shifted(slot.kv, old_match.blocks, spans)
-        shifted = {p for s in spans for p in range(s.new_start, s.new_start + s.num_tokens)}
-        return shifted, select_recompute(spans, plan.recompute_share)
+        new, placed = tuple(prompt), []
+        for source in dict.fromkeys(h.source for h in plan.reuse_hints):
+            src = old if source == "" else self._last_prompts.get((plan.user_id, source))
+            if not src:
+                continue
+            match = self.tree.match(plan.user_id, src)
+            spans = usable_spans(tuple(h for h in plan.reuse_hints if h.source == source), src, new, cached, match.num_tokens)
+            self._place_shifted(slot.kv, match.blocks, spans)
+            placed += spans
+        placed.sort(key=lambda s: s.new_start)
+        shifted = {p for s in placed for p in range(s.new_start, s.new_start + s.num_tokens)}
+        return shifted, select_recompute(placed, plan.recompute_share)
 
     def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: _Slot, recomputing: bool, cached: int):
         """Run the prompt's uncached (and recomputed) positions (a coroutine step); the last

@@ -13,8 +13,8 @@ iteration of the loop:
               or a warm-up never holds the others for longer than one chunk (a request alone
               on the engine takes PREFILL_CHUNK_ALONE at a time)
 
-Urgency is `order_key`: arrival time, a warm-up's as if it had arrived WARMUP_YIELD_S later, so
-typing that comes within that time prefills first (fimgate/gateway/warmups.py says why), and a
+Urgency is fimgate/backend/urgency.py's `order_key`: arrival time, a warm-up's as if it had
+arrived WARMUP_YIELD_S later, so typing that comes within that time prefills first, and a
 warm-up runs no chunk while a more urgent request decodes: a keystroke's suggestion decodes at
 full speed, not one chunk per token. A
 cancelled request is sent None instead of its logits and finishes at once (a prefill between
@@ -39,13 +39,6 @@ from fimgate.backend.base import BackendUnavailableError, CancelToken, StreamEve
 
 PREFILL_CHUNK_TOKENS = 64  # ~110 ms of prefill on the 2-core development machine
 PREFILL_CHUNK_ALONE = 256  # with nobody else to serve: fewer, larger products (64-token chunks cost +28% at 512)
-WARMUP_YIELD_S = 0.5
-
-
-def order_key(arrived_s: float, warmup: bool) -> float:
-    """Urgency (lower first) of a request that arrived at `arrived_s`: typing by arrival, a
-    warm-up as if it had arrived WARMUP_YIELD_S later."""
-    return arrived_s + (WARMUP_YIELD_S if warmup else 0.0)
 
 
 @dataclass

@@ -111,8 +111,6 @@ class VllmBackend:
     def model_name(self) -> str:
         return self._model
 
-    chunked_warmups = False  # one request per plan: a warm-up is sent whole
-
     @property
     def context_tokens(self) -> int | None:
         """The servers' max_model_len, where they report it."""

@@ -1,40 +1,25 @@
-"""Warm-ups yield to typing in the gateway: chunked prefixes at low priority on the main thread."""
+"""Warm-ups yield to typing (fimgate/backend/urgency.py): the order the gateway's runner serves
+jobs in for a backend that does not batch; the embedded scheduler prefills by the same key."""
 
 import threading
 import time
 
-from fimgate.backend.base import FimPlan, Finished, SamplingParams, UsageReport
+from fimgate.backend.base import FimPlan, SamplingParams
 from fimgate.backend.main_thread import MainThreadRunner
-from fimgate.gateway.warmups import WARMUP_YIELD_S, chunk_ends, is_warmup, order_key, run_chunked
+from fimgate.backend.urgency import WARMUP_YIELD_S, is_warmup, order_key
+from fimgate.bench.replay import chunk_ends
 
 
-def test_chunks_cover_the_prompt_in_growing_prefixes():
+def test_a_warmup_is_a_request_for_no_tokens_or_one_marked_so():
+    assert is_warmup(FimPlan(prompt_ids=(1,), user_id="u", session_id="d", sampling=SamplingParams(max_tokens=0)))
+    assert is_warmup(FimPlan(prompt_ids=(1,), user_id="u", session_id="d", prewarm=True))
+    assert not is_warmup(FimPlan(prompt_ids=(1,), user_id="u", session_id="d"))
+
+
+def test_serial_replay_chunks_cover_the_prompt_in_growing_prefixes():
     assert chunk_ends(130, 64) == [64, 128, 130]
     assert chunk_ends(64, 64) == [64]
     assert chunk_ends(5, 64) == [5]
-
-
-def test_a_chunked_warmup_reports_every_chunks_prefill():
-    plan = FimPlan(prompt_ids=tuple(range(150)), user_id="u", session_id="d", sampling=SamplingParams(max_tokens=0))
-    assert is_warmup(plan) and not is_warmup(FimPlan(prompt_ids=(1,), user_id="u", session_id="d"))
-    seen = []
-
-    def run(p):
-        seen.append(len(p.prompt_ids))
-        cached = 0 if len(seen) == 1 else seen[-2] - 1
-        yield Finished(
-            "",
-            UsageReport(
-                prompt_tokens=len(p.prompt_ids), prefix_cached_tokens=cached, prefilled_tokens=len(p.prompt_ids) - cached
-            ),
-        )
-
-    (done,) = list(run_chunked(plan, run, lambda: False))
-    assert seen == [64, 128, 150]
-    assert done.usage.prompt_tokens == 150 and done.usage.prefix_cached_tokens == 0
-    assert done.usage.prefilled_tokens == 64 + 65 + 23  # each chunk re-runs its last cached token
-    stopped = list(run_chunked(plan, run, lambda: True))
-    assert len(stopped) == 1 and seen[-1] == 64  # cancelled: no more chunks
 
 
 def _served_order(jobs: list[tuple[str, float]]) -> list[str]:
