@@ -76,22 +76,24 @@ class Strategy:
             self.planner.forget(f"{uid}/{n}", f"{n}")
             return p
         if self.kind in ("psm-prefix", "llama.vscode"):
-            if self.kind == "psm-prefix":
-                ids = psm_prompt(self.tok, self.template, state.text, state.cursor)
-            else:  # a warm-up is asked for wherever the cursor is
-                body = llama_vscode.request_body(state.text, state.cursor, state.context)
-                if body is None:  # at the end of the line, then
-                    nl = state.text.find("\n", state.cursor)
-                    body = llama_vscode.request_body(state.text, len(state.text) if nl < 0 else nl, state.context)
-                ids = llama_vscode.server_prompt(self.tok, self.template, body)
             return FimPlan(
-                prompt_ids=ids,
+                prompt_ids=self._window_prompt(state),
                 user_id=uid,
                 session_id=state.document_id,
                 sampling=sampling,
                 stop_token_ids=self.planner.stop_token_ids,
             )
         return self.planner.plan(replace(state, user_id=uid), sampling)
+
+    def _window_prompt(self, state: EditorState) -> tuple[int, ...]:
+        """The prompt psm-prefix and llama.vscode cut afresh on every request."""
+        if self.kind == "psm-prefix":
+            return psm_prompt(self.tok, self.template, state.text, state.cursor)
+        body = llama_vscode.request_body(state.text, state.cursor, state.context)
+        if body is None:  # a warm-up, asked for where llama.vscode would not ask: the line's end
+            nl = state.text.find("\n", state.cursor)
+            body = llama_vscode.request_body(state.text, len(state.text) if nl < 0 else nl, state.context)
+        return llama_vscode.server_prompt(self.tok, self.template, body)
 
 
 def served(strategy, backend) -> tuple[CompletionService, "Planning"]:
