@@ -2,15 +2,20 @@
 engine in-process. Both take the whole document and a code-point cursor, per (user, document)
 session, so the planner sees every keystroke's document and serves EFIM appends, and both answer
 with the text as shown (the gateway's CompletionService shapes and cleans it, once) and the
-completion's id, which acceptance events name (the gateway's /v1/events; in-process: none)."""
+completion's id, which acceptance events name (the gateway's /v1/events; in-process: none).
+`on_text`, when given, is called with each streamed piece as it is decided (pieces are never
+taken back: their concatenation is the final text) and the completion's id, on the caller's
+event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from typing import Callable
 
 import httpx
 
-from fimgate.backend.base import CancelToken, SamplingParams, last_finished
+from fimgate.backend.base import CancelToken, Finished, SamplingParams, TextDelta
 from fimgate.efim.planner import EditorState
 from fimgate.efim.templates import ContextChunk
 from fimgate.gateway.service import Shape
@@ -31,6 +36,7 @@ class HttpCompleter:
         language: str = "",
         multiline: bool | None = None,
         context: tuple[ContextChunk, ...] = (),
+        on_text: Callable[[str, str], None] | None = None,
     ) -> tuple[str, str]:
         body = {
             "prompt": text[:cursor],
@@ -42,11 +48,28 @@ class HttpCompleter:
             "multiline": multiline,
             "max_predict_ms": sampling.max_predict_ms,
             "input_extra": [{"filename": c.path, "text": c.text} for c in context],
+            "stream": on_text is not None,
         }
-        r = await self._client.post(self.url + "/v1/completions", json=body)
-        r.raise_for_status()
-        out = r.json()
-        return out["choices"][0]["text"], out.get("id", "")
+        if on_text is None:
+            r = await self._client.post(self.url + "/v1/completions", json=body)
+            r.raise_for_status()
+            out = r.json()
+            return out["choices"][0]["text"], out.get("id", "")
+        text, rid = "", ""
+        async with self._client.stream("POST", self.url + "/v1/completions", json=body) as r:
+            r.raise_for_status()
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    raise RuntimeError(chunk["error"].get("message", "gateway error"))
+                rid = chunk.get("id", rid)
+                piece = chunk["choices"][0]["text"]
+                if piece:
+                    text += piece
+                    on_text(piece, rid)
+        return text, rid
 
     async def event(self, user: str, kind: str, completion_id: str, accepted_chars: int | None = None) -> None:
         body = {"type": kind, "completion_id": completion_id, "user": user, "accepted_chars": accepted_chars}
@@ -74,6 +97,7 @@ class EmbeddedCompleter:
         language: str = "",
         multiline: bool | None = None,
         context: tuple[ContextChunk, ...] = (),
+        on_text: Callable[[str, str], None] | None = None,
     ) -> tuple[str, str]:
         state = EditorState(
             user_id=user,
@@ -85,8 +109,19 @@ class EmbeddedCompleter:
             context=context,
         )
         events, cancel = self.service.start(state, sampling, Shape(multiline=multiline))
+        loop = asyncio.get_running_loop()
+
+        def read():
+            final = None
+            for ev in events:
+                if isinstance(ev, TextDelta) and on_text is not None and ev.text:
+                    loop.call_soon_threadsafe(on_text, ev.text, "")
+                elif isinstance(ev, Finished):
+                    final = ev
+            return final
+
         try:
-            final = await asyncio.get_running_loop().run_in_executor(None, last_finished, events)
+            final = await loop.run_in_executor(None, read)
         except asyncio.CancelledError:
             cancel.cancel()
             raise

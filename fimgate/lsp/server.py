@@ -2,9 +2,11 @@
 
 - Incremental document sync (pygls keeps the text; positions are UTF-16 as LSP says, turned
   into code-point offsets with fimgate.efim.offsets).
-- inlineCompletion: debounce, then complete; a newer request for the same document, or the
-  client's $/cancelRequest, cancels the older one (pygls cancels the handler's task, which sets
-  the engine's cancel token). A slow backend means no suggestion, never a frozen editor.
+- inlineCompletion: debounce, then complete; a newer request for the same document supersedes
+  the older one (the service cancels its generation) - unless it only typed along the suggestion
+  in flight, which it then waits for and answers from (fimgate/lsp/inflight.py). The client's
+  $/cancelRequest ends the handler, not a suggestion another request may follow. A slow backend
+  means no suggestion, never a frozen editor.
 - didOpen pre-warms the cache, so the first keystroke in a file is not a cold prefill.
 - Context: the other open documents' lines around their last edit (fimgate/lsp/context.py);
   documents matching a secret pattern are never context and get no completions.
@@ -21,6 +23,7 @@ from pygls.lsp.server import LanguageServer
 from fimgate.backend.base import SamplingParams
 from fimgate.efim.offsets import position_to_offset
 from fimgate.lsp.context import Touched, is_secret
+from fimgate.lsp.inflight import Flight, answer, typed_along
 from fimgate.lsp.protocol import FimProtocol
 from fimgate.lsp.settings import LspSettings
 
@@ -39,6 +42,7 @@ class FimLanguageServer(LanguageServer):
         self._counter = 0
         self.touched = Touched()
         self.warming: dict[str, asyncio.Future] = {}  # uri -> its didOpen pre-warm, while it runs
+        self.inflight: dict[str, Flight] = {}  # uri -> the last suggestion asked for (fimgate/lsp/inflight.py)
 
     async def completer(self):
         if self._completer is None:
@@ -119,6 +123,7 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: FimLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.touched.forget(params.text_document.uri)
+        ls.inflight.pop(params.text_document.uri, None)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: FimLanguageServer, params: types.InlineCompletionParams):
@@ -137,15 +142,37 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         text = doc.source
         cursor = position_to_offset(text, params.position.line, params.position.character)
         sampling = SamplingParams(max_tokens=s.max_tokens, max_predict_ms=s.max_predict_ms or None)
+        before, after = text[:cursor], text[cursor:]
+        timeout_s = s.timeout_ms / 1000
         try:
             completer = await ls.completer()
-            # the service shapes the text (single/multi-line, clean-up): the server only carries it
-            shown, completion_id = await asyncio.wait_for(
-                completer.complete(
-                    s.user, uri, text, cursor, sampling, doc.language_id or "", True if s.multiline else None, ls.context(uri)
-                ),
-                s.timeout_ms / 1000,
-            )
+
+            def ask(on_text=None):
+                # the service shapes the text (single/multi-line, clean-up): the server only carries it
+                return completer.complete(
+                    s.user,
+                    uri,
+                    text,
+                    cursor,
+                    sampling,
+                    doc.language_id or "",
+                    True if s.multiline else None,
+                    ls.context(uri),
+                    on_text,
+                )
+
+            if not s.follow_in_flight:  # each key asks anew and waits for the whole suggestion
+                shown, completion_id = await asyncio.wait_for(ask(), timeout_s)
+            else:
+                flight = ls.inflight.get(uri)
+                typed = typed_along(flight, before, after)
+                got = None if typed is None else await answer(flight, typed, timeout_s)
+                if got is None and not (typed == "" and flight.done):  # (the same place, which had nothing: no)
+                    flight = ls.inflight[uri] = Flight(before, after)
+                    task = asyncio.ensure_future(ask(flight.add))  # runs on after this answer
+                    task.add_done_callback(flight.finish)
+                    got = await answer(flight, "", timeout_s)
+                shown, completion_id = got or ("", "")
         except asyncio.TimeoutError:
             return None
         except asyncio.CancelledError:

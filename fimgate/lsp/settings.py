@@ -18,6 +18,7 @@ class LspSettings:
     user: str = "local"
     context_chars: int = 3000  # other open documents' text around their last edit, shown before this one (0: none)
     context_exclude: tuple[str, ...] = ()  # globs of documents never used as context nor completed in (besides secrets)
+    follow_in_flight: bool = True  # keys typed along a suggestion in flight wait for it (fimgate/lsp/inflight.py)
 
     def update(self, raw: dict | None) -> "LspSettings":
         """Apply a client's settings; unknown keys are ignored, bad values keep the old ones."""
@@ -38,6 +39,7 @@ class LspSettings:
             "user": "user",
             "contextChars": "context_chars",
             "contextExclude": "context_exclude",
+            "followInFlight": "follow_in_flight",
         }
         for key, attr in keys.items():
             if key not in raw:

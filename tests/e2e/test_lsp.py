@@ -116,3 +116,41 @@ async def test_cancel_request_leaves_the_server_serving(client: LanguageClient):
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"fimgate": {"debounceMs": 10}}))
     after = await _inline(client, 3, 16)
     assert after is not None and after.items  # and the server goes on serving
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_key_typed_along_the_suggestion_is_answered_with_its_rest(client: LanguageClient):
+    """fimgate/lsp/inflight.py: the next key, typed as the suggestion begins, gets the rest of the
+    same suggestion, never a shorter or different one (tests/unit/test_lsp_inflight.py: how)."""
+    uri, text = "file:///work/demo/along.py", "def add(a, b):\n    return \n"
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
+    )
+
+    def key(version, character, ch):
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=types.Position(1, character), end=types.Position(1, character)), text=ch
+                    )
+                ],
+            )
+        )
+
+    async def ask(character):
+        return await client.text_document_inline_completion_async(
+            types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=types.Position(line=1, character=character),
+                context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+            )
+        )
+
+    first = (await ask(11)).items[0].insert_text
+    assert len(first) >= 1
+    key(2, 11, first[0])
+    along = await ask(12)
+    assert along is not None and along.items
+    assert along.items[0].insert_text.startswith(first[1:])  # the same suggestion, on from the typed character
