@@ -35,6 +35,7 @@ from fimgate.backend.urgency import is_warmup, order_key
 from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.postprocess import StreamTidy, wants_multiline
+from fimgate.efim.postprocess import tidy as shown_at
 from fimgate.gateway.type_through import TypeThrough
 
 
@@ -106,7 +107,13 @@ class CompletionService:
                 state = replace(state, document_id=self.planner.document_for(state))
             session = (state.user_id, state.document_id)
             typing = not shape.raw and sampling.max_tokens > 0
-            quick = self.type_through.answer(session, state, sampling) if typing and self.type_through else None
+            quick = None
+            if typing and self.type_through:
+
+                def here(rest: str) -> str:
+                    return shown_at(rest, state.text, state.cursor, multiline, min_indent=shape.min_indent or 0)
+
+                quick = self.type_through.answer(session, state, sampling, here)
             if quick is not None:
                 previous = self._inflight.pop(session, None)
                 if previous is not None:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from fimgate.backend.base import Finished, SamplingParams, StreamEvent, TextDelta, UsageReport
 from fimgate.efim.planner import EditorState
@@ -59,8 +59,12 @@ class TypeThrough:
         with self._lock:
             self._made.pop(session, None)
 
-    def answer(self, session: tuple[str, str], state: EditorState, sampling: SamplingParams) -> Iterator[StreamEvent] | None:
-        """The rest of the session's last suggestion if the person typed its beginning, else None."""
+    def answer(
+        self, session: tuple[str, str], state: EditorState, sampling: SamplingParams, shown: Callable[[str], str] = str
+    ) -> Iterator[StreamEvent] | None:
+        """The rest of the session's last suggestion if the person typed its beginning, as the new
+        place shows it (`shown`: a multi-line rest ends where the block the cursor is now in
+        ends), else None."""
         with self._lock:
             m = self._made.get(session)
         if m is None or sampling != m.sampling or state.text[state.cursor :] != m.after:
@@ -71,7 +75,10 @@ class TypeThrough:
         typed = before[len(m.before) :]
         if not typed or len(typed) >= len(m.text) or not m.text.startswith(typed):
             return None
-        return _events(m.text[len(typed) :])
+        rest = m.text[len(typed) :]
+        if shown(rest) != rest:
+            return None  # the new place shows less of it: ask the model there
+        return _events(rest)
 
 
 def _events(rest: str) -> Iterator[StreamEvent]:

@@ -125,6 +125,10 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         ls.touched.forget(params.text_document.uri)
         ls.inflight.pop(params.text_document.uri, None)
 
+    def _warn_failed(ls: FimLanguageServer, task: asyncio.Future) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"fimgate: {task.exception()}"))
+
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: FimLanguageServer, params: types.InlineCompletionParams):
         uri = params.text_document.uri
@@ -171,6 +175,7 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
                     flight = ls.inflight[uri] = Flight(before, after)
                     task = asyncio.ensure_future(ask(flight.add))  # runs on after this answer
                     task.add_done_callback(flight.finish)
+                    task.add_done_callback(lambda t: _warn_failed(ls, t))
                     got = await answer(flight, "", timeout_s)
                 shown, completion_id = got or ("", "")
         except asyncio.TimeoutError:
