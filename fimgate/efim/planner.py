@@ -20,6 +20,7 @@ another. Never from another user's sessions.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -214,9 +215,9 @@ class EfimPlanner:
         """(source, prompt) to look for reused text in: the session's previous prompt, then the
         user's other sessions' last prompts, most recent first."""
         sources = [("", old)] if old else []
-        if self.hint_sessions > 0:
-            others = [(k[1], s.last_prompt) for k, s in reversed(self._sessions.items()) if k[0] == key[0] and k != key]
-            sources += [o for o in others if o[1]][: self.hint_sessions]
+        if self.hint_sessions > 0 and self.recompute_share is not None:  # (without shifted reuse nobody reads them)
+            others = ((k[1], s.last_prompt) for k, s in reversed(self._sessions.items()) if k[0] == key[0] and k != key)
+            sources += itertools.islice((o for o in others if o[1]), self.hint_sessions)
         return sources
 
     @staticmethod

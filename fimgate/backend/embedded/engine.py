@@ -45,7 +45,7 @@ from fimgate.backend.embedded.threads import ThreadGovernor
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
 from fimgate.backend.model.weights import LoadedModel, load_model
 from fimgate.backend.pinning import KeystrokePins
-from fimgate.backend.urgency import order_key
+from fimgate.backend.urgency import is_warmup, order_key
 from fimgate.kernels.rope import inv_frequencies, rerotate
 
 MAX_REMEMBERED_PROMPTS = 4096
@@ -216,7 +216,7 @@ class EmbeddedEngine:
         if len(prompt) >= self.capacity:
             raise ContextOverflowError(f"prompt of {len(prompt)} tokens does not fit the context of {self.capacity}")
         max_new = min(max_new, self.capacity - len(prompt))
-        warmup = plan.prewarm or plan.sampling.max_tokens == 0
+        warmup = is_warmup(plan)
         if priority is None:
             priority = order_key(time.monotonic(), warmup)
         yield from self.scheduler.run(self._request(plan, prompt, max_new, cancel), cancel, priority, warmup)
