@@ -48,6 +48,14 @@ def engine_args(p: argparse.ArgumentParser) -> None:
         "argmax), or the full fp32 head (CPU fp32)",
     )
     p.add_argument(
+        "--speculate",
+        type=int,
+        default=4,
+        metavar="N",
+        help="greedy decoding verifies up to N draft tokens a step, from the session's last suggestion and the "
+        "prompt (same output, fewer forwards; 0: off)",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -145,6 +153,7 @@ def engine_config(a):
             dtype=a.dtype,
             prefill_dtype=a.prefill_dtype,
             screened_head=a.head == "screened",
+            speculate=getattr(a, "speculate", 4),
             threads=a.threads,
             num_slots=getattr(a, "slots", 4),
         )

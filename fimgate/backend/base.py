@@ -123,6 +123,8 @@ class UsageReport:
     cancelled: bool = False
     finish_reason: str | None = None  # "stop", "length", "cancelled"
     type_through: bool = False  # answered from the session's last suggestion, no model call
+    draft_tokens: int = 0  # speculative decoding: draft tokens verified
+    accepted_draft_tokens: int = 0  # ... of them greedy decoding picked (each saved a step)
 
     @property
     def cached_tokens(self) -> int:
@@ -141,6 +143,7 @@ class UsageReport:
             "cancelled": self.cancelled,
             "finish_reason": self.finish_reason,
             "type_through": self.type_through,
+            "draft_tokens": {"run": self.draft_tokens, "accepted": self.accepted_draft_tokens},
         }
 
 

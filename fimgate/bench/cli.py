@@ -93,6 +93,12 @@ def add_parsers(b) -> None:
         help="also replay no-cache/psm-prefix/efim/llama.vscode on these engines (fimgate/bench/peers/registry.py)",
     )
     s.add_argument(
+        "--speculate-each",
+        default=None,
+        metavar="N,N",
+        help="run every strategy under each of these --speculate settings, e.g. 4,0 (the A/B of speculative decoding)",
+    )
+    s.add_argument(
         "--hint-sessions",
         type=int,
         default=4,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -9,6 +10,19 @@ from dataclasses import replace
 
 from fimgate.bench.commands import check_peer_strategies, emit, open_peers
 from fimgate.flags import UserError, checked_strategies, load_engine
+
+
+def _speculate_each(a) -> list[int | None]:
+    """--speculate-each "4,0" -> [4, 0]; without it [None]: the engine's own --speculate."""
+    if not a.speculate_each:
+        return [None]
+    try:
+        values = [int(v) for v in a.speculate_each.split(",") if v.strip()]
+    except ValueError:
+        values = [-1]
+    if not values or min(values) < 0:
+        raise UserError("--speculate-each takes draft lengths >= 0, e.g. 4,0")
+    return values
 
 
 def _warmup_yield_ms(a) -> float | None:
@@ -62,6 +76,7 @@ def cmd_bench_replay(a) -> int:
         "prewarm": a.prewarm,
         "time_scale": a.time_scale,
         "max_tokens": a.max_tokens,
+        "speculate": _speculate_each(a) if a.speculate_each else a.speculate,
         "context_chars": a.context_chars,
         "schedule": a.schedule,
         "warmup_yield_ms": yield_ms,
@@ -109,24 +124,23 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
         tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
         result = {}
         policies = [p.strip() for p in a.pin_policy.split(",") if p.strip()]
-        for name in strategies:
-            for policy in policies:
-                label = name if len(policies) == 1 else f"{name}@{policy}"
-                if hasattr(engine, "reset"):  # the embedded engine; vLLM strategies differ by cache salt
-                    engine.reset(pin_policy=policy)
-                total = sum(len(p) for p in slices)
-                strategy = Strategy(name, engine.tokenizer, tmpl, hint_sessions=a.hint_sessions)
-                if batched:
-                    outcomes, throughput = replay_batched(
-                        engine, strategy, slices, sampling, progress=progress_printer(label, total)
-                    )
-                    result[label] = {**summarize(outcomes), "throughput": throughput}
-                else:
-                    outcomes = replay_strategy(
-                        engine, strategy, slices, sampling, progress=progress_printer(label, total), warmup_yield_ms=yield_ms
-                    )
-                    result[label] = summarize(outcomes)
-                per_strategy[label] = outcomes
+        speculate = _speculate_each(a)
+        for name, policy, spec in itertools.product(strategies, policies, speculate):
+            label = name if len(policies) == 1 else f"{name}@{policy}"
+            label += "" if len(speculate) == 1 else f"/speculate={spec}"
+            if hasattr(engine, "reset"):  # the embedded engine; vLLM strategies differ by cache salt
+                engine.reset(pin_policy=policy, **({} if spec is None else {"speculate": spec}))
+            total = sum(len(p) for p in slices)
+            strategy = Strategy(name, engine.tokenizer, tmpl, hint_sessions=a.hint_sessions)
+            if batched:
+                outcomes, throughput = replay_batched(engine, strategy, slices, sampling, progress=progress_printer(label, total))
+                result[label] = {**summarize(outcomes), "throughput": throughput}
+            else:
+                outcomes = replay_strategy(
+                    engine, strategy, slices, sampling, progress=progress_printer(label, total), warmup_yield_ms=yield_ms
+                )
+                result[label] = summarize(outcomes)
+            per_strategy[label] = outcomes
         peer_slices = slices if a.peer_prewarm == "same" else [[r for r in s if not r.prewarm] for s in slices]
         with open_peers(a, engine) as peers:
             for peer_name, peer in peers.items():

@@ -132,11 +132,16 @@ def test_screened_head_gives_the_full_heads_greedy_completions(engine):
     assert real is not None
     calls = []
 
-    def counting(x):
-        calls.append(1)
-        return real(x)
+    class Counting:  # each row screened: one alone, or several in a batch (draft rows)
+        def __call__(self, x):
+            calls.append(1)
+            return real(x)
 
-    model.screened_head = counting
+        def batch(self, xs):
+            calls.extend([1] * len(xs))
+            return real.batch(xs)
+
+    model.screened_head = Counting()
     try:
         screened = [_run(engine, ids, user=f"head-s{i}", max_tokens=24)[0] for i, ids in enumerate(prompts)]
     finally:
@@ -218,14 +223,20 @@ def test_fused_steps_give_the_torch_layers_completions(engine):
     texts = [open(p, encoding="utf-8").read() for p in source_files()[6:12]]
     prompts = [engine.tokenizer.encode(t)[: 150 + 41 * i] for i, t in enumerate(texts)]
     fused = engine.model.fused_step
-    calls = []
+    calls = []  # per row: did the C step run it
 
-    def counting(*a):
-        out = fused(*a)
-        calls.append(out is not None)
-        return out
+    class Counting:
+        def __call__(self, *a):
+            out = fused(*a)
+            calls.append(out is not None)
+            return out
 
-    engine.model.fused_step = counting
+        def batch(self, tokens, *a):  # a step with draft rows (speculative decoding)
+            out = fused.batch(tokens, *a)
+            calls.extend([out is not None] * len(tokens))
+            return out
+
+    engine.model.fused_step = Counting()
     try:
         got = [_run(engine, ids, user=f"fused{i}", max_tokens=24)[0] for i, ids in enumerate(prompts)]
         ran_fused = sum(calls)

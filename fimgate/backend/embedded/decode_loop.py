@@ -12,6 +12,13 @@ right); only_ids, the pick is restricted to these tokens (a healing constraint: 
 entries are read, the others may be anything). A cancelled request may be sent None instead
 of logits: the loop stops before it reads them.
 
+Speculation (greedy only, given a `drafter`): a NextToken may carry draft tokens to run as
+extra rows after its token, and is then sent a list of logits, one per row run (the caller may
+run fewer drafts than asked). Each draft token is kept while it is what greedy decoding picks
+from the row before it; the rows after the first that is not are `discard`ed (told in the next
+NextToken and in Decoded: their K/V are not the sequence's). So the text, and every token
+decoded, is what plain decoding gives; only the number of forwards changes.
+
     events = decode(plan, logits, ...)            # yields TextDelta and NextToken, returns Decoded
     result = yield from stepped(events, step)     # step(token, argmax_only, only_ids) -> logits
 """
@@ -26,6 +33,7 @@ import torch
 
 from fimgate.backend.base import CancelToken, FimPlan, TextDelta
 from fimgate.backend.embedded.constraint import HealingCursor, TextPrefixIndex
+from fimgate.backend.embedded.drafts import PromptLookup
 from fimgate.backend.embedded.sampler import sample
 from fimgate.backend.embedded.stop import StopStrings
 
@@ -36,6 +44,9 @@ class Decoded:
     num_out: int  # tokens of output (the re-spelled healing text not counted)
     t_first: float | None  # perf_counter() at the first sampled token
     finish: str  # "stop", "length", "cancelled"
+    discard: int = 0  # rows of the last step after the last token kept: not the sequence's
+    drafted: int = 0  # draft tokens run
+    accepted: int = 0  # ... and kept
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,8 @@ class NextToken:
     token: int
     argmax_only: bool
     only_ids: list[int] | None
+    draft: tuple[int, ...] = ()  # run as rows after `token`: reply with a list of logits, one per row run
+    discard: int = 0  # rows at the end of the previous step that are not the sequence's (drafts not kept)
 
 
 def first_pick(plan: FimPlan, heal_index: TextPrefixIndex) -> tuple[bool, list[int] | None]:
@@ -61,9 +74,11 @@ def decode(
     eos_id: int | None,
     max_new: int,
     cancel: CancelToken,
-) -> Generator[TextDelta | NextToken, Optional[torch.Tensor], Decoded]:
+    drafter: PromptLookup | None = None,
+) -> Generator[TextDelta | NextToken, Optional[torch.Tensor | list[torch.Tensor]], Decoded]:
     """Sample from `logits` (the prompt's last), then yield NextToken and be sent the next
-    logits, up to `max_new` tokens (the plan's max_tokens plus what healing re-spells)."""
+    logits, up to `max_new` tokens (the plan's max_tokens plus what healing re-spells).
+    drafter: proposes draft tokens after the output so far (greedy requests only)."""
     gen = torch.Generator().manual_seed(plan.sampling.seed) if plan.sampling.seed is not None else None
     stop_ids = set(plan.stop_token_ids) | ({eos_id} - {None})
     stops = StopStrings(plan.sampling.stop)
@@ -74,6 +89,11 @@ def decode(
     num_out = 0
     finish = "length"
     allowed = healing.allowed()
+    drafter = drafter if greedy else None
+    out_ids: list[int] = []  # every token sampled, healing's included
+    draft: list[int] = []  # draft tokens whose rows ran, not yet compared
+    pending: list[torch.Tensor] = []  # pending[j]: the logits after draft[j]
+    drafted = accepted = 0
     for i in range(max_new):
         if cancel.cancelled:
             finish = "cancelled"
@@ -100,11 +120,28 @@ def decode(
         if budget_s is not None and "\n" in stops.text and time.perf_counter() - t_first > budget_s:
             break  # llama.cpp's t_max_predict_ms: a line is done and the time is up
         allowed = healing.allowed()
-        logits = yield NextToken(tok, greedy, allowed)
+        out_ids.append(tok)
+        if draft and draft[0] == tok and allowed is None:  # the row after tok has run: its logits are next
+            draft.pop(0)
+            logits = pending.pop(0)
+            accepted += 1
+            continue
+        discard = len(draft)
+        draft = []
+        if drafter is not None and allowed is None:
+            left = min(plan.sampling.max_tokens - num_out, max_new - 1 - i)  # samples after tok still allowed
+            draft = drafter.propose(out_ids, left - 1)
+        reply = yield NextToken(tok, greedy, allowed, tuple(draft), discard)
+        if not draft or reply is None:
+            logits, draft = reply, []
+        else:
+            logits, pending = reply[0], list(reply[1:])
+            draft = draft[: len(pending)]
+            drafted += len(draft)
     tail = stops.flush()
     if tail and finish != "cancelled":
         yield TextDelta(tail)
-    return Decoded(stops.text, num_out, t_first, finish)
+    return Decoded(stops.text, num_out, t_first, finish, len(draft), drafted, accepted)
 
 
 def stepped(

@@ -39,6 +39,7 @@ from fimgate.backend.base import (  # noqa: F401
 from fimgate.backend.block_tree import BlockTree, common_prefix
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.decode_loop import Decoded, NextToken, decode, decode_rate, first_pick
+from fimgate.backend.embedded.drafts import PromptLookup
 from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
 from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
 from fimgate.backend.embedded.threads import ThreadGovernor
@@ -66,12 +67,15 @@ class EngineConfig:
     prefill_dtype: str = "float32"  # "bfloat16": prompts multiply by bf16 copies of the linears (CPU fp32/int8)
     cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (fimgate/backend/embedded/cuda_graphs.py)
     screened_head: bool = True  # greedy steps screen the output head in int8 (fimgate/backend/model/screened_head.py; CPU fp32)
+    speculate: int = 4  # greedy decoding tries up to this many draft tokens a step (drafts.py); 0: never
 
     def __post_init__(self) -> None:  # validated where it is built: a bad flag fails before a model loads
         if self.dtype not in ("float32", "bfloat16", "int8"):
             raise ValueError(f"unsupported dtype {self.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
         if self.prefill_dtype not in ("float32", "bfloat16"):
             raise ValueError(f"unsupported prefill dtype {self.prefill_dtype!r}: float32 or bfloat16")
+        if self.speculate < 0:
+            raise ValueError("--speculate must be >= 0")
         if self.threads is not None and self.threads < 1:
             raise ValueError("--threads must be >= 1")
         if self.block_size < 1 or self.budget_tokens < self.block_size or self.num_slots < 1:
@@ -113,6 +117,8 @@ class _Cost:
             completion_tokens=out.num_out,
             ttft_ms=ttft,
             decode_tokens_per_s=decode_rate(out.t_first, t_decoded, out.num_out),
+            draft_tokens=out.drafted,
+            accepted_draft_tokens=out.accepted,
             total_ms=(t_end - t0) * 1000,
             cancelled=out.finish == "cancelled",
             finish_reason=out.finish,
@@ -154,10 +160,12 @@ class EmbeddedEngine:
         ]
         self._lock = threading.Lock()
         self.scheduler = BatchScheduler(self, self._lock)
+        self.speculate = config.speculate
         special = {self._tokenizer.token_id(t) for t in getattr(self._tokenizer, "_special", {})} - {None}
         self._heal_index = TextPrefixIndex(self._tokenizer.token_bytes, exclude_ids=special)
         # the last prompt of each (user, session): where reuse hints point
         self._last_prompts: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()
+        self._last_outputs: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()  # where drafts look first
         dev = self.model.device
         self._layer_rope = [(cfg.rope_for(i), inv_frequencies(cfg.rope_for(i)).to(dev)) for i in range(cfg.num_layers)]
         self._graphs = None
@@ -265,7 +273,9 @@ class EmbeddedEngine:
             if plan.sampling.max_tokens == 0:
                 yield self._finish(plan, slot, cost, Decoded("", 0, None, "length"), t0)
                 return
-            events = decode(plan, logits, self._tokenizer.token_bytes, self._heal_index, self._tokenizer.eos_id, max_new, cancel)
+            drafter = self._drafter(plan, prompt)
+            tok, eos = self._tokenizer, self._tokenizer.eos_id
+            events = decode(plan, logits, tok.token_bytes, self._heal_index, eos, max_new, cancel, drafter)
             reply = None
             while True:
                 try:
@@ -275,11 +285,15 @@ class EmbeddedEngine:
                     break
                 reply = None
                 if isinstance(ev, NextToken):
-                    reply = yield StepWork(ev.token, len(slot.tokens), slot.kv, ev.argmax_only, ev.only_ids)
+                    del slot.tokens[len(slot.tokens) - ev.discard :]
+                    work = StepWork(ev.token, len(slot.tokens), slot.kv, ev.argmax_only, ev.only_ids, ev.draft or None)
+                    reply = yield work
                     if reply is not None:  # None: cancelled, the step did not run
-                        slot.tokens.append(ev.token)
+                        slot.tokens += [ev.token, *(work.draft or ())]  # the scheduler may have run fewer drafts
                 else:
                     yield ev
+            del slot.tokens[len(slot.tokens) - out.discard :]
+            self._remember_output(plan, slot.tokens[len(prompt) :])
             yield self._finish(plan, slot, cost, out, t0)
         finally:
             slot.busy = False
@@ -305,6 +319,22 @@ class EmbeddedEngine:
         while len(self._last_prompts) > MAX_REMEMBERED_PROMPTS:
             self._last_prompts.popitem(last=False)
         return old
+
+    def _remember_output(self, plan: FimPlan, output: list[int]) -> None:
+        """The session's last suggestion, as tokens: the next request's drafts look in it first."""
+        key = (plan.user_id, plan.session_id)
+        self._last_outputs[key] = tuple(output)
+        self._last_outputs.move_to_end(key)
+        while len(self._last_outputs) > MAX_REMEMBERED_PROMPTS:
+            self._last_outputs.popitem(last=False)
+
+    def _drafter(self, plan: FimPlan, prompt: list[int]) -> PromptLookup | None:
+        """Drafts for a greedy request, where draft rows cost less than steps: the C step runs
+        rows of one sequence in one call (CUDA graphs and torch layers run them one by one)."""
+        if self.speculate == 0 or self.model.fused_step is None or self._graphs is not None:
+            return None
+        previous = self._last_outputs.get((plan.user_id, plan.session_id), ())
+        return PromptLookup(prompt, previous, self.speculate)
 
     def _place_moved_text(
         self, plan: FimPlan, prompt: list[int], old: tuple[int, ...] | None, cached: int, slot: _Slot
@@ -344,17 +374,25 @@ class EmbeddedEngine:
         return logits
 
     # -- compute (the scheduler calls these) -----------------------------------------------
-    def run_steps(self, works: list[StepWork]) -> list[torch.Tensor]:
-        """One token for each work, in one batched step where the model has one."""
+    def run_steps(self, works: list[StepWork]) -> list[torch.Tensor | list[torch.Tensor]]:
+        """One token for each work, and its draft tokens as rows after it, in one batched step
+        where the model has one: each work's logits, a list of them (one a row) where it drafted."""
         if self._graphs is not None:
             return [self._graphs.step(w.token, w.position, w.kv) for w in works]
-        return self.model.step_batch(
-            [w.token for w in works],
-            [w.position for w in works],
-            [w.kv for w in works],
-            [w.argmax_only for w in works],
-            [w.only_ids for w in works],
+        rows = [(w, j) for w in works for j in range(1 + len(w.draft or ()))]
+        logits = self.model.step_batch(
+            [w.draft[j - 1] if j else w.token for w, j in rows],
+            [w.position + j for w, j in rows],
+            [w.kv for w, _ in rows],
+            [w.argmax_only if j == 0 else True for w, j in rows],
+            [w.only_ids if j == 0 else None for w, j in rows],
         )
+        out, at = [], 0
+        for w in works:
+            n = 1 + len(w.draft or ())
+            out.append(logits[at : at + n] if w.draft is not None else logits[at])
+            at += n
+        return out
 
     def run_prefill(self, work: PrefillWork, end: int) -> torch.Tensor | None:
         """Run work's tokens [done, end); the logits after the last once end is the last."""
@@ -428,14 +466,16 @@ class EmbeddedEngine:
             self._pool.k.index_copy_(2, rows, slot.kv.k[:, :, w.start : w.start + w.num_tokens])
             self._pool.v.index_copy_(2, rows, slot.kv.v[:, :, w.start : w.start + w.num_tokens])
 
-    def reset(self, pin_policy: str | None = None) -> None:
+    def reset(self, pin_policy: str | None = None, speculate: int | None = None) -> None:
         """Forget every cached block, slot and pin (benchmarks start each strategy from cold)."""
         with self._lock:
+            self.speculate = self.speculate if speculate is None else speculate
             self.pins = KeystrokePins(pin_policy or self.pins.policy)
             self.tree = self._new_tree(self.tree.num_blocks)
             for s in self._slots:
                 s.user_id, s.tokens, s.last_used = None, [], 0.0
             self._last_prompts.clear()
+            self._last_outputs.clear()
 
     def stats(self) -> dict:
         return {

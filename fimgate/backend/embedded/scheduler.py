@@ -8,7 +8,8 @@ iteration of the loop:
     admit     waiting requests, most urgent first, while a slot is free
     step      every StepWork of every running request in ONE batched forward (each weight is
               read once for all of them: on a CPU a one-token step costs what reading the
-              weights costs, so 8 people's steps cost little more than one)
+              weights costs, so 8 people's steps cost little more than one); a request
+              alone in the step also runs its draft tokens (speculative decoding) as rows
     prefill   one chunk (PREFILL_CHUNK_TOKENS) of the most urgent PrefillWork, so a re-anchor
               or a warm-up never holds the others for longer than one chunk (a request alone
               on the engine takes PREFILL_CHUNK_ALONE at a time)
@@ -43,13 +44,16 @@ PREFILL_CHUNK_ALONE = 256  # with nobody else to serve: fewer, larger products (
 
 @dataclass
 class StepWork:
-    """One token at `position` of `kv`; the logits after it."""
+    """One token at `position` of `kv`; the logits after it. With a draft (not None), its
+    tokens run as rows at the positions after it (the scheduler may cut them, to none) and the
+    reply is a list: the logits after each row run."""
 
     token: int
     position: int
     kv: object  # fimgate.backend.model.llama.KVBuffer
     argmax_only: bool = False
     only_ids: list[int] | None = None
+    draft: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -196,6 +200,7 @@ class BatchScheduler:
             self._advance(r, None)
             steps.remove(r)
         if steps:
+            self._fit_drafts(steps)
             self._answer(steps, lambda: self.compute.run_steps([r.work for r in steps]))
             self.max_batch = max(self.max_batch, len(steps))
             self.batched_steps += len(steps) if len(steps) > 1 else 0
@@ -220,6 +225,15 @@ class BatchScheduler:
                     if end == len(w.ids):
                         self._advance(r, logits)
         self.iterations += 1
+
+    @staticmethod
+    def _fit_drafts(steps: list[_Request]) -> None:
+        """Draft rows run only in a step of one request: beside others, batching already uses
+        what the step has to spare, and a guess must not slow down their sure tokens."""
+        if len(steps) > 1:
+            for r in steps:
+                if r.work.draft:
+                    r.work.draft = ()
 
     def _answer(self, reqs: list[_Request], run: Callable[[], list[torch.Tensor]]) -> None:
         try:
