@@ -60,6 +60,8 @@ class Outcome:
     completion_id: str = ""  # the gateway's id for it (live replays: acceptance verdicts name it)
     completion_tokens: int = 0
     t_ms: float | None = None  # when the request was made, on the replay's clock
+    draft_tokens: int = 0  # speculative decoding: draft tokens run
+    accepted_draft_tokens: int = 0  # ... and kept
 
 
 def user_slices(requests: list[TraceRequest], users: int, time_scale: float = 1.0) -> list[list[TraceRequest]]:
@@ -258,6 +260,9 @@ def _run_typing(
             index=r.index,
             queued_ms=start - t_req,
             t_ms=t_req,
+            completion_tokens=u.completion_tokens,
+            draft_tokens=u.draft_tokens,
+            accepted_draft_tokens=u.accepted_draft_tokens,
         )
     )
     return max(first, min(end, r.next_event_ms)) if superseded else end
@@ -403,6 +408,11 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "recomputed_tokens": _mean(o.recomputed for o in ran),
         "cache_hit_share": round(hit / prompt, 4) if prompt else None,
         "reuse_classes": {c: sum(o.reuse_class == c for o in ran) for c in sorted({o.reuse_class for o in ran})},
+        "decoded": {
+            "completion_tokens": sum(o.completion_tokens for o in ran),
+            "draft_tokens": sum(o.draft_tokens for o in ran),
+            "accepted_draft_tokens": sum(o.accepted_draft_tokens for o in ran),
+        },
         "slowest_1pct": tail_causes(ran, 0.01),
         "anchors": anchor_stats(outcomes),
         "usefulness": {

@@ -195,4 +195,6 @@ def _outcome(f: _Flight, clock: _Clock) -> Outcome:
         queued_ms=None if ttft is None else max(0.0, start - f.t_req),
         t_ms=f.t_req,
         completion_tokens=u.completion_tokens,
+        draft_tokens=u.draft_tokens,
+        accepted_draft_tokens=u.accepted_draft_tokens,
     )
