@@ -137,7 +137,7 @@ def add_parsers(b) -> None:
         "--strategies",
         default=None,
         help="default no-cache,efim; for --dataset repo: rows of fimgate/bench/repo_quality.py "
-        "(default no-context,context,reuse-add,reuse-drop,reuse-reorder; reuse rows take :SHARE)",
+        "(default no-context,context,reuse-add,reuse-add-visited,reuse-drop,reuse-reorder; reuse rows take :SHARE)",
     )
     s.add_argument(
         "--repo", default=None, help="--dataset repo: a git repository or bundle (default ../shared/repos/flask-301.bundle)"
@@ -191,7 +191,8 @@ def add_parsers(b) -> None:
     )
     s.add_argument("--batch-tokens", type=int, default=64, help="with --batch: tokens each person decodes")
     s.add_argument("--json", default=None)
-    s.set_defaults(func=cmd_bench_engine)
+    # a step's raw speed, as the peers' (they do not speculate); `bench replay --speculate-each` measures drafts
+    s.set_defaults(func=cmd_bench_engine, speculate=0)
 
     s = b.add_parser("shape", help="suggestions at block-opening lines of real files, per language, rules before/after")
     engine_args(s)

@@ -9,6 +9,9 @@ Holes and the context a client would send come from fimgate/bench/workloads/repo
                        the chunk arrives (the person came from another file): a re-anchor whose
                        unchanged text is reused wherever it landed - keys re-rotated, a share S of
                        the shifted tokens recomputed (default: the served correction budget)
+    reuse-add-visited[:S]  reuse-add, where the person had the new chunk's file open just before
+                       (its cursor in the chunk's middle): the chunk is placed from that file's
+                       cached prompt (a reuse hint from another session) instead of prefilled
     reuse-drop[:S]     anchored with one more chunk at the front (the ring evicted its oldest)
     reuse-reorder[:S]  anchored with the chunks in reverse order
 
@@ -31,7 +34,7 @@ from fimgate.bench.workloads.repo_holes import IDENT, RepoHole
 from fimgate.efim.planner import EditorState
 from fimgate.efim.templates import ContextChunk
 
-ROWS = ("no-context", "context", "reuse-add", "reuse-drop", "reuse-reorder")
+ROWS = ("no-context", "context", "reuse-add", "reuse-add-visited", "reuse-drop", "reuse-reorder")
 CHANGES = ("add", "drop", "reorder")
 
 
@@ -52,7 +55,7 @@ def parse_row(name: str) -> tuple[str, float | None]:
 
 def anchored_with(change: str, context: tuple[ContextChunk, ...], other: ContextChunk) -> tuple[ContextChunk, ...]:
     """The context the session had before one change made it `context`."""
-    if change == "add":
+    if change in ("add", "add-visited"):
         return context[:-1]
     if change == "drop":
         return (other, *context)
@@ -82,6 +85,10 @@ def run_repo_quality(
             if share is not None:
                 other = holes[i - 1].context[0] if holes[i - 1].context else ContextChunk("notes.md", "notes\n")
                 before = anchored_with(kind.removeprefix("reuse-"), h.context, other)
+                if kind == "reuse-add-visited" and h.context:  # the file the chunk comes from, open just before
+                    chunk = h.context[-1]
+                    visited = EditorState(user, chunk.filename, chunk.text, len(chunk.text) // 2, path=chunk.filename)
+                    last_finished(engine.generate(strategy.plan(user, visited, warm)))
                 state = EditorState(user, h.path, text, cursor, path=h.path, context=before)
                 last_finished(engine.generate(strategy.plan(user, state, warm)))
             state = EditorState(user, h.path, text, cursor, path=h.path, context=context)

@@ -76,6 +76,7 @@ def test_rows_and_context_changes():
             parse_row(bad)
     a, b, c, x = (ContextChunk(n, n) for n in "abcx")
     assert anchored_with("add", (a, b, c), x) == (a, b)
+    assert anchored_with("add-visited", (a, b, c), x) == (a, b) and parse_row("reuse-add-visited")[0] == "reuse-add-visited"
     assert anchored_with("drop", (a, b, c), x) == (x, a, b, c)
     assert anchored_with("reorder", (a, b, c), x) == (c, b, a)
     assert identifiers_match("y = clamp(x, 0, 10)", "y = clamp(x,0,10)") and not identifiers_match("y = wrap(x)", "y = clamp(x)")
