@@ -87,7 +87,7 @@ def run_repo_quality(
                 before = anchored_with(kind.removeprefix("reuse-"), h.context, other)
                 if kind == "reuse-add-visited" and h.context:  # the file the chunk comes from, open just before
                     chunk = h.context[-1]
-                    visited = EditorState(user, chunk.filename, chunk.text, len(chunk.text) // 2, path=chunk.filename)
+                    visited = EditorState(user, chunk.path, chunk.text, len(chunk.text) // 2, path=chunk.path)
                     last_finished(engine.generate(strategy.plan(user, visited, warm)))
                 state = EditorState(user, h.path, text, cursor, path=h.path, context=before)
                 last_finished(engine.generate(strategy.plan(user, state, warm)))
