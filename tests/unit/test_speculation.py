@@ -114,3 +114,55 @@ def test_prompt_lookup_proposes_what_followed_the_latest_tokens():
     # (256, 0) packs as 00 01 00 00 00 00 00 00: token 1's bytes 01 00 00 00 sit inside it, one byte in
     assert PromptLookup([5], previous=(256, 0, 7), max_draft=2).propose([1]) == []
     assert PromptLookup([5], previous=(256, 0, 1, 7), max_draft=2).propose([1]) == [7]
+
+
+class _Rows:
+    """A Compute that records the rows each step ran and answers each row with its own logits."""
+
+    def __init__(self):
+        self.steps: list[list[int]] = []
+
+    def run_steps(self, works):
+        self.steps.append([1 + len(w.draft or ()) for w in works])
+        return [[torch.zeros(1)] * (1 + len(w.draft)) if w.draft is not None else torch.zeros(1) for w in works]
+
+    def run_prefill(self, work, end):
+        return torch.zeros(1)
+
+    def free_slots(self):
+        return 4
+
+
+def test_draft_rows_run_only_in_a_step_of_one_request():
+    import threading
+    import time
+
+    from fimgate.backend.embedded.scheduler import BatchScheduler, StepWork
+
+    def request(steps: int, draft: tuple[int, ...]):
+        for _ in range(steps):
+            reply = yield StepWork(1, 0, None, True, None, draft)
+            assert isinstance(reply, list)  # asked with a draft: a list, whatever ran
+        return
+
+    class Idle:  # a runner that runs nothing: this test iterates the loop itself, both requests queued
+        stopped = False
+
+        def submit(self, fn, priority=0.0):
+            pass
+
+    compute = _Rows()
+    sched = BatchScheduler(compute, threading.Lock())
+    sched.drive_on(Idle())
+    gens = [sched.run(request(1, (7, 8)), CancelToken(), 1.0), sched.run(request(3, (7, 8, 9)), CancelToken(), 2.0)]
+    threads = [threading.Thread(target=lambda g=g: list(g)) for g in gens]
+    for t in threads:
+        t.start()
+    while sched.state()["waiting"] < 2:
+        time.sleep(0.001)
+    while sched.has_work():
+        sched.iterate()
+    for t in threads:
+        t.join(10)
+    assert compute.steps[0] == [1, 1]  # together: no draft rows, each still answered as a list
+    assert compute.steps[1:] == [[4], [4]]  # alone again: its 3 draft rows ran
