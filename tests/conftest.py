@@ -39,3 +39,13 @@ def engine(bundled_path):
     from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
 
     return EmbeddedEngine.from_path(bundled_path, EngineConfig(budget_tokens=8192, num_slots=2))
+
+
+def humaneval_or_skip(kind: str, limit: int | None):
+    """HumanEval infilling problems of `kind` from ../shared, or the test is skipped without them."""
+    from fimgate.bench.workloads.humaneval import default_data_dir, load
+
+    try:
+        return load(kind, default_data_dir(), limit=limit)
+    except OSError:
+        pytest.skip("HumanEval infilling data not in ../shared")

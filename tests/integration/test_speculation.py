@@ -10,20 +10,17 @@ from dataclasses import replace
 import pytest
 
 from fimgate.backend.base import SamplingParams
-from fimgate.bench.workloads.humaneval import default_data_dir, load
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.templates import TEMPLATES
 from fimgate.gateway.service import CompletionService
+from tests.conftest import humaneval_or_skip
 
 N = None if os.environ.get("FIMGATE_SPECULATION_ALL") == "1" else 30
 
 
 @pytest.fixture(scope="module")
 def problems():
-    try:
-        return load("single-line", default_data_dir(), limit=N)
-    except OSError:
-        pytest.skip("HumanEval infilling data not in ../shared")
+    return humaneval_or_skip("single-line", N)
 
 
 def _ask(engine, svc, state, speculate: int):

@@ -7,20 +7,17 @@ from dataclasses import replace
 import pytest
 
 from fimgate.backend.base import SamplingParams
-from fimgate.bench.workloads.humaneval import default_data_dir, load
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.templates import TEMPLATES
 from fimgate.gateway.service import CompletionService, Shape
+from tests.conftest import humaneval_or_skip
 
 N = 12
 
 
 @pytest.fixture(scope="module")
 def problems():
-    try:
-        return load("multi-line", default_data_dir(), limit=N)
-    except OSError:
-        pytest.skip("HumanEval infilling data not in ../shared")
+    return humaneval_or_skip("multi-line", N)
 
 
 def test_stopping_when_shown_changes_no_suggestion_and_decodes_less(engine, problems):

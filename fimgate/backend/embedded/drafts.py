@@ -30,7 +30,8 @@ def _pack(ids) -> bytes:
 
 class PromptLookup:
     def __init__(self, prompt: list[int] | tuple[int, ...], previous: tuple[int, ...] = (), max_draft: int = 4) -> None:
-        self._prompt = list(prompt)
+        self._prompt_bytes = _pack(prompt)  # packed once: each step packs only the output
+        self._prompt_tail = list(prompt[-MAX_NGRAM:])
         self._previous = list(previous)
         self._previous_bytes = _pack(self._previous)
         self.max_draft = max_draft
@@ -40,17 +41,17 @@ class PromptLookup:
         k = self.max_draft if limit is None else min(self.max_draft, limit)
         if k <= 0:
             return []
-        seq = self._prompt + output
-        for n in range(min(MAX_NGRAM, len(seq)), 0, -1):
-            needle = _pack(seq[-n:])
-            found = _find_last(self._previous_bytes, needle, len(self._previous) - 1)
+        tail = (self._prompt_tail + output)[-MAX_NGRAM:]  # the latest tokens, prompt's and output's
+        for n in range(len(tail), 0, -1):
+            found = _find_last(self._previous_bytes, _pack(tail[-n:]), len(self._previous) - 1)
             if found is not None:
                 return self._previous[found + n : found + n + k]
-        haystack = _pack(seq)
-        for n in range(min(MAX_NGRAM, len(seq) - 1), MIN_NGRAM_PROMPT - 1, -1):
-            found = _find_last(haystack, _pack(seq[-n:]), len(seq) - 1)  # a run that something follows
+        haystack = self._prompt_bytes + _pack(output)
+        length = len(haystack) // 4
+        for n in range(min(len(tail), length - 1), MIN_NGRAM_PROMPT - 1, -1):
+            found = _find_last(haystack, _pack(tail[-n:]), length - 1)  # a run that something follows
             if found is not None:
-                return seq[found + n : found + n + k]
+                return array("i", haystack[(found + n) * 4 : (found + n + k) * 4]).tolist()
         return []
 
 

@@ -52,6 +52,14 @@ from fimgate.kernels.rope import inv_frequencies, rerotate
 MAX_REMEMBERED_PROMPTS = 4096
 
 
+def _remember(memory: OrderedDict, key, value) -> None:
+    """memory[key] = value, newest last; the oldest forgotten past MAX_REMEMBERED_PROMPTS."""
+    memory[key] = value
+    memory.move_to_end(key)
+    while len(memory) > MAX_REMEMBERED_PROMPTS:
+        memory.popitem(last=False)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     block_size: int = 16
@@ -314,19 +322,12 @@ class EmbeddedEngine:
         """The session's previous prompt (reuse hints refer to it); this one replaces it."""
         key = (plan.user_id, plan.session_id)
         old = self._last_prompts.get(key)
-        self._last_prompts[key] = tuple(prompt)
-        self._last_prompts.move_to_end(key)
-        while len(self._last_prompts) > MAX_REMEMBERED_PROMPTS:
-            self._last_prompts.popitem(last=False)
+        _remember(self._last_prompts, key, tuple(prompt))
         return old
 
     def _remember_output(self, plan: FimPlan, output: list[int]) -> None:
         """The session's last suggestion, as tokens: the next request's drafts look in it first."""
-        key = (plan.user_id, plan.session_id)
-        self._last_outputs[key] = tuple(output)
-        self._last_outputs.move_to_end(key)
-        while len(self._last_outputs) > MAX_REMEMBERED_PROMPTS:
-            self._last_outputs.popitem(last=False)
+        _remember(self._last_outputs, (plan.user_id, plan.session_id), tuple(output))
 
     def _drafter(self, plan: FimPlan, prompt: list[int]) -> PromptLookup | None:
         """Drafts for a greedy request, where draft rows cost less than steps: the C step runs
