@@ -93,6 +93,12 @@ def service_args(p: argparse.ArgumentParser) -> None:
         default="on",
         help="answer typing the beginning of the session's last suggestion with its rest, without a model call",
     )
+    p.add_argument(
+        "--request-log",
+        default=None,
+        metavar="FILE",
+        help="append a JSON line per request to FILE: arrival, first text, cost, how it ended (never the text)",
+    )
 
 
 def backend_args(p: argparse.ArgumentParser) -> None:
@@ -184,6 +190,7 @@ def service_config(a):
             correction=share,
             request_timeout_s=getattr(a, "request_timeout_s", None),
             type_through=getattr(a, "type_through", "on") == "on",
+            request_log=getattr(a, "request_log", None),
         )
     except ValueError as e:
         raise UserError(str(e)) from None

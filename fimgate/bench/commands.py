@@ -191,6 +191,13 @@ def cmd_bench_editor(a) -> int:
             f"shown only: p50 {r['shown_p50_ms']} p90 {r['shown_p90_ms']} | faithful {r['faithful']}",
             file=sys.stderr,
         )
+        w = r["where_time_went"]
+        print(
+            f"{'':15s} no ghost text: {', '.join(f'{k} {v}' for k, v in w['why_none'].items())} | asked on "
+            f"{w['asked_share']:.1%} of keys, p50 {w['asked_p50_ms']} ms after the key; type-through "
+            f"{w['type_through_share']:.1%}; model's first text p50 {w['model_first_text_p50_ms']} ms",
+            file=sys.stderr,
+        )
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)

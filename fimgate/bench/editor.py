@@ -21,9 +21,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fimgate.bench.key_timeline import timeline
 from fimgate.bench.served import start_serve
 from fimgate.bench.vscode_rig import FIMGATE_VSIX, HERE, LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server
 from fimgate.bench.workloads.trace import read_events
+from fimgate.gateway.request_log import read_log
 
 MAX_GAP_MS = 2000  # longer pauses in the trace are cut to this (the window a key is measured in)
 # Keystrokes must land as the trace typed them: no auto-closing, auto-indent or word suggestions.
@@ -196,8 +198,9 @@ def summarize(keys: list[dict], typed_next: list[str]) -> dict:
     }
 
 
-def run_client(client: Client, sl: Slice, workdir: str) -> dict:
-    """Replay the slice in a fresh code-server with `client` installed; its summary."""
+def run_client(client: Client, sl: Slice, workdir: str, request_log: str) -> dict:
+    """Replay the slice in a fresh code-server with `client` installed; its summary, with where
+    each key's time went by the server's `request_log`."""
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-editor-{client.name}-", dir=workdir))
     files = dict(sl.files)
     if client.open_first:
@@ -223,6 +226,10 @@ def run_client(client: Client, sl: Slice, workdir: str) -> dict:
         mismatches = [_first_difference(f, (work / f).read_text(encoding="utf-8"), text) for f, text in sl.final.items()]
         mismatches = [m for m in mismatches if m]
     summary = summarize(result["keys"], sl.typed_next)
+    where = timeline(result["keys"], read_log(request_log))
+    for key, seen_by_server in zip(summary["per_key"], where.pop("per_key")):
+        key.update(seen_by_server)
+    summary["where_time_went"] = where
     summary["faithful"] = not mismatches  # the saved files hold exactly what the trace typed
     summary["mismatches"] = mismatches
     summary["screenshot"] = str(out).replace(".json", ".png")
@@ -241,7 +248,8 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
     if missing:
         raise RuntimeError(f"real VS Code is not installed here ({missing[0]}): run `make e2e-setup` in a checkout")
     sl = trace_slice(read_events(trace), keys)
-    proc, url = start_serve(*serve_flags)
+    request_log = os.path.join(workdir, "requests.jsonl")
+    proc, url = start_serve(*serve_flags, "--request-log", request_log)
     try:
         table = clients(url)
         unknown = [n for n in names if n not in table]
@@ -256,7 +264,7 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
         results = {}
         for n in names:  # a client whose replay fails is reported as such; the others still count
             try:
-                results[n] = run_client(table[n], sl, workdir)
+                results[n] = run_client(table[n], sl, workdir, request_log)
             except (RuntimeError, subprocess.SubprocessError) as e:
                 results[n] = {"error": str(e)[:2000]}
     finally:

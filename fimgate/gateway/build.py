@@ -16,6 +16,7 @@ from fimgate.backend.model.bundled import resolve_model
 from fimgate.efim.planner import EfimPlanner
 from fimgate.efim.templates import TEMPLATES, template_for_model
 from fimgate.efim.window import WindowConfig
+from fimgate.gateway.request_log import RequestLog
 from fimgate.gateway.service import CompletionService
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class ServiceConfig:
     correction: float | None = CORRECTION_SHARE  # share of shifted tokens recomputed on a re-anchor; None: exact only
     request_timeout_s: float | None = None  # a request still queued or running then is cancelled
     type_through: bool = True  # gateway/type_through.py
+    request_log: str | None = None  # a file: a JSON line per request (gateway/request_log.py)
 
     def __post_init__(self) -> None:
         if self.template is not None and self.template not in TEMPLATES:
@@ -63,4 +65,7 @@ def build_service(config: ServiceConfig = ServiceConfig()) -> CompletionService:
     backend = build_backend(config)
     template = TEMPLATES[config.template] if config.template else template_for_model(backend.model_name)
     planner = EfimPlanner(backend.tokenizer, template, config.window, recompute_share=config.correction)
-    return CompletionService(backend, planner, request_timeout_s=config.request_timeout_s, type_through=config.type_through)
+    log = RequestLog(config.request_log) if config.request_log else None
+    return CompletionService(
+        backend, planner, request_timeout_s=config.request_timeout_s, type_through=config.type_through, request_log=log
+    )

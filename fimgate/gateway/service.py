@@ -36,6 +36,7 @@ from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.postprocess import StreamTidy, wants_multiline
 from fimgate.efim.postprocess import tidy as shown_at
+from fimgate.gateway.request_log import RequestLog
 from fimgate.gateway.type_through import TypeThrough
 
 
@@ -64,6 +65,7 @@ class CompletionService:
         request_timeout_s: float | None = None,
         stop_when_shown: bool = True,
         type_through: bool = True,
+        request_log: RequestLog | None = None,
     ) -> None:
         self.backend = backend
         self.planner = planner
@@ -74,6 +76,7 @@ class CompletionService:
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], _InFlight] = {}
         self.type_through = TypeThrough() if type_through else None  # False: A/B only
+        self.request_log = request_log  # gateway/request_log.py: a line per request, no text
 
     @property
     def runner(self) -> MainThreadRunner | None:
@@ -118,7 +121,7 @@ class CompletionService:
                 previous = self._inflight.pop(session, None)
                 if previous is not None:
                     previous.cancel.cancel()
-                return quick, CancelToken()
+                return self._logged(quick, session, "type_through"), CancelToken()
             plan = self.planner.plan(state, sampling)
             warmup = is_warmup(plan)
             place = order_key(arrived, warmup)
@@ -134,7 +137,11 @@ class CompletionService:
             events = _shown(events, tidy, job.cancel if self.stop_when_shown else None)
             if typing and self.type_through is not None:
                 events = _remembered(events, self.type_through, session, state, sampling)
-        return events, job.cancel
+        kind = "warmup" if warmup else "typing" if typing else "raw"
+        return self._logged(events, session, kind), job.cancel
+
+    def _logged(self, events: Iterator[StreamEvent], session: tuple[str, str], kind: str) -> Iterator[StreamEvent]:
+        return events if self.request_log is None else self.request_log.watch(events, session, kind)
 
     def cancel_all(self) -> None:
         """Cancel every request in flight (shutdown): each stops before its next token."""

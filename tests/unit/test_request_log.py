@@ -1,0 +1,56 @@
+"""The request log (`--request-log`): a line per request, written when it ends, with its timing and
+cost and never its text; and how `bench editor` reads it to say why a key showed nothing."""
+
+import json
+
+from fimgate.backend.base import Finished, TextDelta, UsageReport
+from fimgate.bench.key_timeline import timeline
+from fimgate.gateway.request_log import RequestLog, read_log
+
+
+def _events(text: str, cancelled: bool = False):
+    yield TextDelta(text)
+    yield Finished(text, UsageReport(prompt_tokens=9, prefilled_tokens=4, cancelled=cancelled))
+
+
+def test_a_line_per_request_with_its_cost_and_never_its_text(tmp_path):
+    path = tmp_path / "requests.jsonl"
+    log = RequestLog(str(path))
+    assert [type(e) for e in log.watch(_events("secret_token()"), ("alice", "file:///a.py"), "typing")] == [TextDelta, Finished]
+    stream = log.watch(_events("x"), ("bob", "b.py"), "typing")
+    next(stream)
+    stream.close()  # the client went away before it finished
+    lines = read_log(str(path))
+    assert [line["kind"] for line in lines] == ["typing", "typing"]
+    assert lines[0]["usage"]["prefilled_tokens"] == 4 and lines[0]["chars"] == len("secret_token()")
+    assert lines[0]["first_text_ms"] is not None and lines[0]["end_ms"] >= lines[0]["first_text_ms"]
+    assert lines[1]["closed"] and lines[1]["usage"] is None
+    raw = path.read_text()
+    assert "secret_token" not in raw and "alice" not in raw and "a.py" not in raw
+    assert lines[0]["session"] != lines[1]["session"]
+
+
+def test_a_key_with_no_ghost_text_gets_the_reason_the_server_saw():
+    at = 1_000_000.0  # the key times (ms) and the log (s) share the wall clock
+    keys = [
+        {"at": at, "window_ms": 200, "shown_ms": None},  # nothing arrived
+        {"at": at + 200, "window_ms": 200, "shown_ms": None},  # arrived, first text after the next key
+        {"at": at + 400, "window_ms": 200, "shown_ms": None},  # answered in time with nothing
+        {"at": at + 600, "window_ms": 200, "shown_ms": 60},  # shown
+    ]
+
+    def req(t_ms, first, end, chars, cancelled=False):
+        usage = {"prefilled_tokens": 500, "cancelled": cancelled}
+        return {"at": t_ms / 1000, "kind": "typing", "first_text_ms": first, "end_ms": end, "chars": chars, "usage": usage}
+
+    log = [
+        {"at": (at + 10) / 1000, "kind": "warmup", "first_text_ms": None, "end_ms": 5, "chars": 0, "usage": {}},
+        req(at + 250, None, 170, 0, cancelled=True),
+        req(at + 450, None, 30, 0),
+        req(at + 620, 30, 40, 5),
+    ]
+    t = timeline(keys, json.loads(json.dumps(log)))
+    assert [k.get("why_none") for k in t["per_key"]] == ["no request", "late", "empty", None]
+    assert t["why_none"] == {"no request": 1, "late": 1, "empty": 1, "not drawn": 0}
+    assert t["asked_share"] == 0.75 and t["asked_p50_ms"] == 50.0
+    assert t["late_prefilled_p50"] == 500
