@@ -135,14 +135,14 @@ def trace_slice(events: list[dict], keys: int) -> Slice:
             if first:
                 out.files[f] = ev["text"]
             docs[f], current = ev["text"], f
-            out.steps.append({"op": "open", "file": f, "text": ev["text"], "first": first})
+            out.steps.append({"op": "open", "file": f, "text": ev["text"], "first": first, "wait_ms": wait})
         elif kind == "move":
             line, col = _line_col(docs[f], ev["offset"])
-            out.steps.append({"op": "move", "line": line, "col": col})
+            out.steps.append({"op": "move", "line": line, "col": col, "wait_ms": wait})
         elif kind == "delete":
             o, length = ev["offset"], ev["length"]
             line, col = _line_col(docs[f], o)
-            out.steps.append({"op": "delete", "line": line, "col": col, "length": length})
+            out.steps.append({"op": "delete", "line": line, "col": col, "length": length, "wait_ms": wait})
             docs[f] = docs[f][:o] + docs[f][o + length :]
         elif kind == "insert":
             o, text = ev["offset"], ev["text"]

@@ -100,12 +100,14 @@ async def _replay(sl: Slice, server: list[str], settings: dict) -> list[dict]:
                     doc.edit(0, len(doc.text), s["text"])
                 if len(docs) == 1 and not keys:  # the editor just started: the server loads its model
                     await doc.client.text_document_inline_completion_async(_params(doc))
-                await asyncio.sleep(OPEN_S)
+                await asyncio.sleep(max(OPEN_S, s.get("wait_ms", 0) / 1000))
             elif s["op"] == "move":
                 doc.cursor = _offset(doc.text, s["line"], s["col"])
+                await asyncio.sleep(s.get("wait_ms", 0) / 1000)  # the person's pause after it
             elif s["op"] == "delete":
                 at = _offset(doc.text, s["line"], s["col"])
                 doc.edit(at, at + s["length"], "")
+                await asyncio.sleep(s.get("wait_ms", 0) / 1000)
             elif s["op"] in ("key", "paste"):
                 doc.edit(doc.cursor, doc.cursor, s["text"])
                 if s["op"] == "key":

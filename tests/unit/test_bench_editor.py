@@ -21,8 +21,9 @@ def test_the_slice_types_the_trace_and_knows_the_final_text():
     sl = trace_slice(_events(), keys=2)
     ops = [s["op"] for s in sl.steps]
     assert ops == ["open", "move", "delete", "key", "paste", "key", "save"]
-    assert sl.steps[1] == {"op": "move", "line": 2, "col": 1}  # 1-based, for VS Code's Go to Line
-    assert sl.steps[2] == {"op": "delete", "line": 2, "col": 1, "length": 5}
+    assert sl.steps[1] == {"op": "move", "line": 2, "col": 1, "wait_ms": 100}  # 1-based, for VS Code's Go to Line
+    assert sl.steps[2] == {"op": "delete", "line": 2, "col": 1, "length": 5, "wait_ms": 100}  # the person's pause after it
+    assert sl.steps[0]["wait_ms"] == 100
     assert sl.steps[3]["wait_ms"] == 2000  # a long pause is cut to the window a key is measured in
     assert sl.files == {"a.py": "x = 1\ny = 2\n"}
     assert sl.final == {"a.py": "x = 1\nz = 3\n\n"}  # typing stopped after the second key

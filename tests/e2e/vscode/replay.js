@@ -2,8 +2,9 @@
 // ghost text was drawn (or that none was before the next key) and what it said. Used by
 // `fimgate bench editor` (fimgate/bench/editor.py), which prepares the steps from a trace.
 // usage: node replay.js URL STEPS_JSON OUT_JSON [OPTIONS_JSON]
-// steps: {op: "open", file, text, first} | {op: "move", line, col} | {op: "delete", line, col, length}
-//        | {op: "key", text, wait_ms} | {op: "paste", text, wait_ms} | {op: "save"}   (line, col 1-based)
+// steps: {op: "open", file, text, first, wait_ms} | {op: "move", line, col, wait_ms}
+//        | {op: "delete", line, col, length, wait_ms} | {op: "key", text, wait_ms} | {op: "paste", text, wait_ms}
+//        | {op: "save"}   (line, col 1-based; wait_ms: the person's pause until the next step, from its start)
 // OPTIONS_JSON: {"status": the extension's status bar text, "openFirst": a top-level file to open first,
 //                "closeTab": the title of a page the extension opens on its first start, to wait for and close}
 const { chromium } = require("playwright-core");
@@ -89,6 +90,7 @@ async function main() {
       await tab.first().waitFor({ state: "detached", timeout: 30000 });
     }
     for (const s of steps) {
+      const started = Date.now();
       if (s.op === "open") {
         await quickOpen(page, s.file);
         await page.locator(".monaco-editor .view-lines").first().click();
@@ -106,6 +108,9 @@ async function main() {
         await page.keyboard.press("Escape");
         await page.keyboard.press("Control+S");
         await page.waitForTimeout(500);
+      }
+      if (s.op === "open" || s.op === "move" || s.op === "delete") {
+        await page.waitForTimeout(Math.max(0, (s.wait_ms || 0) - (Date.now() - started)));
       } else if (s.op === "key" || s.op === "paste") {
         const t0 = Date.now();
         await watch(page, t0);
