@@ -26,10 +26,10 @@ class ReuseClass(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ReuseHint:
-    """Tokens `old_start:old_start+num_tokens` of the session's previous prompt reappear at
-    `new_start` of this one. `delta` = new_start - old_start is the RoPE shift to apply.
-    `source`: the session (document) whose last prompt they come from, when not this one's -
-    always the same user's (context chunks are text of files the person had open)."""
+    """Tokens `old_start:old_start+num_tokens` of an earlier prompt reappear at `new_start` of
+    this one. `delta` = new_start - old_start is the RoPE shift to apply. `source` names that
+    prompt in FimPlan.hint_prompts - always the same user's (the session's own earlier prompts,
+    or the last prompts of files the person had open)."""
 
     old_start: int
     new_start: int
@@ -93,6 +93,9 @@ class FimPlan:
     stop_token_ids: tuple[int, ...] = ()
     reuse_class: ReuseClass = ReuseClass.COLD
     reuse_hints: tuple[ReuseHint, ...] = ()
+    # (source, prompt ids) for the hints, in the order a backend should take them from: where two
+    # sources hold the same text, the first whose K/V is still cached there gives it.
+    hint_prompts: tuple[tuple[str, tuple[int, ...]], ...] = ()
     # Tokens [0, pin_tokens) form the session's anchor: the policy may pin them while the person types.
     pin_tokens: int = 0
     # Shifted reuse of the hints: None = off (exact classes only); 0.0 = re-rotate only (llama.cpp

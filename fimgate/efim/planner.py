@@ -12,10 +12,14 @@ their fixed prompt tokens. What the person typed since, `inc`, is appended after
   window is recut; old tokens that reappear elsewhere in the new prompt become reuse hints.
 - Cold: the session's first request.
 
-Reuse hints come from the session's previous prompt first, then from the last prompts of the
+Reuse hints come from the session's previous prompt first, then from the prompts its last
+anchors were made after (EARLIER_PROMPTS: a key typed before an anchor's prefill ended cancels
+it, and the text is then still cached where it was before), then from the last prompts of the
 same user's other sessions (HINT_SESSIONS, most recent first): a context chunk is text of a file
 the person just left, whose own anchor holds it, and a file opened anew often repeats text of
-another. Never from another user's sessions.
+another. Never from another user's sessions. The plan carries the prompts its hints name
+(FimPlan.hint_prompts); EFIM appends carry their anchor's hints, so an anchor whose prefill was
+cut short by the next key still takes its moved text from the cache instead of prefilling it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from fimgate.efim.window import WindowConfig, cut_window
 
 MIN_HINT_TOKENS = 8
 HINT_SESSIONS = 4  # the user's other sessions searched for reuse hints on a re-anchor or a cold start
+EARLIER_PROMPTS = 2  # the session's own prompts before its last anchors, searched after its last prompt
 NAMELESS = "nameless:"  # document ids the planner gives requests that name no file
 MAX_NAMELESS = 8  # per user
 HEAD_CHARS = 256
@@ -64,6 +69,9 @@ class _Session:
     path: str
     context: tuple[ContextChunk, ...]
     last_prompt: tuple[int, ...] = ()
+    earlier: tuple[tuple[int, ...], ...] = ()  # the prompts the last anchors were made after, newest first
+    anchor_hints: tuple[ReuseHint, ...] = ()  # the anchor's hints within its fixed ids (EFIM appends carry them)
+    hint_prompts: tuple[tuple[str, tuple[int, ...]], ...] = ()  # ... and the prompts they name
     head: str = ""  # the document's first characters, to recognise a nameless document
     num_requests: int = 0
     num_reanchors: int = 0
@@ -109,21 +117,25 @@ class EfimPlanner:
     def plan(self, state: EditorState, sampling: SamplingParams = SamplingParams()) -> FimPlan:
         key = (state.user_id, state.document_id)
         s = self._sessions.get(key)
-        reuse, hints = ReuseClass.EFIM_APPEND, ()
+        reuse = ReuseClass.EFIM_APPEND
         inc = self._increment(s, state) if s is not None else None
         dyn = None
         if inc is not None:
             dyn = tokenize_fragment(self.tok, s.open_tail + inc)
             if len(dyn.ids) > self.window.inc_tokens:
                 dyn = None
+        hints = s.anchor_hints if dyn is not None else ()
         if dyn is None:
-            old = s.last_prompt if s is not None else ()
-            s = self._anchor(state, s)
+            prev = s
+            s = self._anchor(state, prev)
             dyn = tokenize_fragment(self.tok, s.open_tail)
-            reuse = ReuseClass.REANCHOR if old else ReuseClass.COLD
+            reuse = ReuseClass.REANCHOR if prev is not None and prev.last_prompt else ReuseClass.COLD
         prompt = s.fixed_ids + dyn.ids
         if reuse is not ReuseClass.EFIM_APPEND:
-            hints = self._hints(self._hint_sources(key, old), prompt)
+            s.hint_prompts = self._hint_sources(key, prev)
+            hints = self._hints(s.hint_prompts, prompt)
+            fixed = len(s.fixed_ids)
+            s.anchor_hints = tuple(h for h in hints if h.new_start + h.num_tokens <= fixed)
         s.last_prompt = prompt
         s.num_requests += 1
         self._sessions[key] = s
@@ -141,6 +153,7 @@ class EfimPlanner:
             stop_token_ids=self.stop_token_ids,
             reuse_class=reuse,
             reuse_hints=hints,
+            hint_prompts=s.hint_prompts if hints else (),
             pin_tokens=len(s.fixed_ids),
             recompute_share=self.recompute_share,
         )
@@ -203,6 +216,7 @@ class EfimPlanner:
             head=state.text[:HEAD_CHARS],
             num_requests=old.num_requests if old else 0,
             num_reanchors=(old.num_reanchors + 1) if old else 0,
+            earlier=_newest_first(old.last_prompt, old.earlier, EARLIER_PROMPTS) if old else (),
         )
 
     def _encode(self, segs: list[Segment]) -> tuple[int, ...]:
@@ -211,46 +225,58 @@ class EfimPlanner:
             ids.extend([self._sentinel_ids[seg.text]] if seg.special else self.tok.encode(seg.text))
         return tuple(ids)
 
-    def _hint_sources(self, key: tuple[str, str], old: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
-        """(source, prompt) to look for reused text in: the session's previous prompt, then the
-        user's other sessions' last prompts, most recent first."""
-        sources = [("", old)] if old else []
+    def _hint_sources(self, key: tuple[str, str], prev: _Session | None) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """(source, prompt) to look for reused text in: the session's previous prompt, the prompts
+        its last anchors were made after, then the user's other sessions' last prompts, most
+        recent first."""
+        own = _newest_first(prev.last_prompt, prev.earlier, 1 + EARLIER_PROMPTS) if prev is not None else ()
+        sources = [("" if i == 0 else f"earlier:{i}", p) for i, p in enumerate(own)]
         if self.hint_sessions > 0 and self.recompute_share is not None:  # (without shifted reuse nobody reads them)
             others = ((k[1], s.last_prompt) for k, s in reversed(self._sessions.items()) if k[0] == key[0] and k != key)
             sources += itertools.islice((o for o in others if o[1]), self.hint_sessions)
-        return sources
+        return tuple(sources)
 
     @staticmethod
-    def _hints(sources: list[tuple[str, tuple[int, ...]]], new: tuple[int, ...]) -> tuple[ReuseHint, ...]:
-        """Runs of the sources' prompts that reappear in the new one, after the prefix it shares
-        with the first source.
+    def _hints(sources: tuple[tuple[str, tuple[int, ...]], ...], new: tuple[int, ...]) -> tuple[ReuseHint, ...]:
+        """Runs of each source's prompt that reappear in the new one, after the prefix it shares
+        with the first source. Each source is searched on its own (where two hold the same text,
+        which one still has it cached is for the backend to see), so hints of different sources
+        may cover the same new positions; one source's never overlap.
 
-        Linear time in the prompts: every MIN_HINT_TOKENS-gram of each source is indexed (its
-        first occurrence; an earlier source wins), the new prompt is scanned left to right, and
-        each gram found is extended as far as the two prompts agree. Runs do not overlap in the
-        new prompt; they may come from anywhere in a source (a moved block is found whatever the
-        order)."""
+        Linear time in the prompts: every MIN_HINT_TOKENS-gram of a source is indexed (its first
+        occurrence), the new prompt is scanned left to right, and each gram found is extended as
+        far as the two prompts agree. Runs may come from anywhere in a source (a moved block is
+        found whatever the order)."""
         if not sources:
             return ()
         lcp = common_prefix_len(sources[0][1], new)
         k = MIN_HINT_TOKENS
-        first: dict[tuple[int, ...], tuple[str, tuple[int, ...], int]] = {}
+        hints = []
         for n_src, (name, old) in enumerate(sources):
+            first: dict[tuple[int, ...], int] = {}
             for i in range(lcp if n_src == 0 else 0, len(old) - k + 1):
-                first.setdefault(old[i : i + k], (name, old, i))
-        hints, j = [], lcp
-        while j <= len(new) - k:
-            found = first.get(new[j : j + k])
-            if found is None:
-                j += 1
-                continue
-            name, old, i = found
-            n = k
-            while i + n < len(old) and j + n < len(new) and old[i + n] == new[j + n]:
-                n += 1
-            hints.append(ReuseHint(old_start=i, new_start=j, num_tokens=n, source=name))
-            j += n
+                first.setdefault(old[i : i + k], i)
+            j = lcp
+            while j <= len(new) - k:
+                i = first.get(new[j : j + k])
+                if i is None:
+                    j += 1
+                    continue
+                n = k
+                while i + n < len(old) and j + n < len(new) and old[i + n] == new[j + n]:
+                    n += 1
+                hints.append(ReuseHint(old_start=i, new_start=j, num_tokens=n, source=name))
+                j += n
         return tuple(hints)
+
+
+def _newest_first(last: tuple[int, ...], earlier: tuple[tuple[int, ...], ...], n: int) -> tuple[tuple[int, ...], ...]:
+    """`last` then `earlier`, without empty or repeated prompts, at most n."""
+    out: list[tuple[int, ...]] = []
+    for p in (last, *earlier):
+        if p and p not in out:
+            out.append(p)
+    return tuple(out[:n])
 
 
 def fit_context(chunks: tuple[ContextChunk, ...], budget_chars: int) -> tuple[ContextChunk, ...]:

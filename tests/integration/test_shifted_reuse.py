@@ -15,7 +15,7 @@ def _prompts(tok):
     return old, new, len(inserted)
 
 
-def _run(engine, ids, user, share=None, hints=(), max_tokens=8):
+def _run(engine, ids, user, share=None, hints=(), source=(), max_tokens=8, cancel=None):
     from fimgate.backend.base import ReuseHint
 
     plan = FimPlan(
@@ -24,16 +24,17 @@ def _run(engine, ids, user, share=None, hints=(), max_tokens=8):
         session_id="doc",
         sampling=SamplingParams(max_tokens=max_tokens),
         reuse_hints=tuple(ReuseHint(*h) for h in hints),
+        hint_prompts=(("", tuple(source)),) if source else (),
         recompute_share=share,
     )
-    return [e for e in engine.generate(plan) if isinstance(e, Finished)][0]
+    return [e for e in engine.generate(plan, cancel) if isinstance(e, Finished)][0]
 
 
 def test_full_recompute_gives_the_cold_completion(engine):
     old, new, n = _prompts(engine.tokenizer)
     cold = _run(engine, new, "cold-ref")
     _run(engine, old, "shift-full")
-    hot = _run(engine, new, "shift-full", share=1.0, hints=[(100, 100 + n, 300)])
+    hot = _run(engine, new, "shift-full", share=1.0, hints=[(100, 100 + n, 300)], source=old)
     assert hot.usage.prefix_cached_tokens == 100
     assert hot.usage.recomputed_tokens == 299 and hot.usage.shifted_cached_tokens == 0
     assert hot.text == cold.text
@@ -42,7 +43,7 @@ def test_full_recompute_gives_the_cold_completion(engine):
 def test_shift_only_reuses_with_exact_positions(engine):
     old, new, n = _prompts(engine.tokenizer)
     _run(engine, old, "shift-zero")
-    hot = _run(engine, new, "shift-zero", share=0.0, hints=[(100, 100 + n, 300)])
+    hot = _run(engine, new, "shift-zero", share=0.0, hints=[(100, 100 + n, 300)], source=old)
     assert hot.usage.shifted_cached_tokens == 299 and hot.usage.recomputed_tokens == 0
     assert hot.usage.prefilled_tokens == n + 1
     # layer-0 keys depend on position only: the re-rotated ones equal a cold prefill's
@@ -52,6 +53,35 @@ def test_shift_only_reuses_with_exact_positions(engine):
     span = slice(100 + n, 399)
     assert (slot.kv.k[0, :, span] - ref.k[0, :, span]).abs().max().item() < 1e-4
     assert (slot.kv.k[5, :, span] - ref.k[5, :, span]).abs().max().item() > 1e-3  # upper layers: approximate
+
+
+def test_a_reanchor_cut_short_by_the_next_key_keeps_what_it_computed(engine, monkeypatch):
+    """A key typed while a re-anchor's prompt is prefilled cancels it between two chunks: what
+    was placed and computed up to there stays cached, and the next key's request (an EFIM
+    append, carrying the anchor's hints) goes on from there instead of starting over."""
+    from fimgate.backend.base import CancelToken
+    from fimgate.backend.embedded import scheduler
+
+    monkeypatch.setattr(scheduler, "PREFILL_CHUNK_ALONE", 64)
+    old, new, n = _prompts(engine.tokenizer)
+    hints = [(100, 100 + n, 300)]
+    _run(engine, old, "cut-short", max_tokens=0)
+    key = CancelToken()
+    prefill = engine.run_prefill
+
+    def one_chunk_then_a_key(work, end):
+        logits = prefill(work, end)
+        key.cancel()
+        return logits
+
+    monkeypatch.setattr(engine, "run_prefill", one_chunk_then_a_key)
+    cut = _run(engine, new, "cut-short", share=1.0, hints=hints, source=old, cancel=key)  # ~300 positions to run
+    monkeypatch.setattr(engine, "run_prefill", prefill)
+    assert cut.usage.cancelled and cut.usage.prefix_cached_tokens == 100
+    typed = new + tuple(engine.tokenizer.encode(" x"))
+    nxt = _run(engine, typed, "cut-short", share=1.0, hints=hints, source=old)
+    assert nxt.usage.prefix_cached_tokens > 100 + n + 32  # the cut one's placed and computed positions
+    assert nxt.usage.prefilled_tokens + nxt.usage.recomputed_tokens < cut.usage.prefilled_tokens + cut.usage.recomputed_tokens
 
 
 def test_a_context_chunk_from_the_file_just_left_is_reused_not_prefilled(engine):

@@ -23,13 +23,14 @@ def engines():
     }
 
 
-def _run(engine, ids, user, max_tokens=16, share=None, hints=()):
+def _run(engine, ids, user, max_tokens=16, share=None, hints=(), source=()):
     plan = FimPlan(
         prompt_ids=tuple(ids),
         user_id=user,
         session_id="doc",
         sampling=SamplingParams(max_tokens=max_tokens),
         reuse_hints=tuple(hints),
+        hint_prompts=(("", tuple(source)),) if source else (),
         recompute_share=share,
     )
     return [e for e in engine.generate(plan) if isinstance(e, Finished)][0]
@@ -67,7 +68,7 @@ def test_shifted_reuse_matches_cpu(engines, share):
     user = f"shift-{share}"
     for d, e in engines.items():
         _run(e, old, user, max_tokens=0)
-        res[d] = _run(e, new, user, share=share, hints=[hint], max_tokens=0)
+        res[d] = _run(e, new, user, share=share, hints=[hint], source=old, max_tokens=0)
         slot = next(s for s in e._slots if s.user_id == user)
         keys[d] = (slot.kv.k[:, :, : len(new)].cpu(), slot.kv.v[:, :, : len(new)].cpu())
     # the re-rotated and recomputed K/V rows agree (re-rotation runs the Triton kernel on CUDA)

@@ -150,8 +150,33 @@ def test_a_new_file_reuses_text_the_same_person_has_in_another_file_and_nobody_e
     for h in hinted:
         new = b_plan.prompt_ids[h.new_start : h.new_start + h.num_tokens]
         assert new == a_plan.prompt_ids[h.old_start : h.old_start + h.num_tokens]
+    assert dict(b_plan.hint_prompts)["a.py"] == a_plan.prompt_ids  # the prompt the hints name travels with them
     other = p.plan(EditorState("v", "b.py", b, len(b), path="b.py", context=(chunk,)))
-    assert other.reuse_hints == ()  # v never had a.py: nothing of u's is offered
+    assert other.reuse_hints == () and other.hint_prompts == ()  # v never had a.py: nothing of u's is offered
     off = planner(hint_sessions=0)
     off.plan(EditorState("u", "a.py", DOC, len(DOC), path="a.py"))
     assert off.plan(EditorState("u", "b.py", b, len(b), path="b.py", context=(chunk,))).reuse_hints == ()
+
+
+def test_the_keys_after_a_jump_carry_the_anchors_hints_and_a_second_jump_offers_the_prompt_before_the_first(planner):
+    """A key typed before a re-anchor's prefill ended cancels it; the next keys are EFIM appends on
+    that anchor, and carry its hints and the prompts they name, so what moved is still taken from
+    where it was cached instead of prefilled. Another jump then also looks in the prompt from
+    before the first one (the last prompt's K/V may never have been computed)."""
+    before = planner.plan(EditorState("u", "d", DOC, DOC.index("\n\ndef main")))
+    at = DOC.index("w * h")
+    jump = planner.plan(EditorState("u", "d", DOC, at))
+    assert jump.reuse_class is ReuseClass.REANCHOR and jump.reuse_hints
+    assert dict(jump.hint_prompts)[""] == before.prompt_ids
+    text, _, keys = _type(planner, DOC, at, "2 ")
+    anchor = len(planner._sessions[("u", "d")].fixed_ids)
+    for p in keys:
+        assert p.reuse_class is ReuseClass.EFIM_APPEND
+        assert p.reuse_hints and p.hint_prompts == jump.hint_prompts
+        assert all(h.new_start + h.num_tokens <= anchor for h in p.reuse_hints)
+        for h in p.reuse_hints:
+            old = dict(p.hint_prompts)[h.source]
+            assert old[h.old_start : h.old_start + h.num_tokens] == p.prompt_ids[h.new_start : h.new_start + h.num_tokens]
+    again = planner.plan(EditorState("u", "d", text, text.index("def area")))
+    sources = dict(again.hint_prompts)
+    assert sources[""] == keys[-1].prompt_ids and sources["earlier:1"] == before.prompt_ids

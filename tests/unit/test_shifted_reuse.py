@@ -24,3 +24,13 @@ def test_budget_goes_to_the_window_after_the_change_then_nearest_the_hole():
     assert set(range(107, 112)) <= chosen  # the 5 nearest the hole
     assert select_recompute(spans, 0.0) == set()
     assert select_recompute(spans, 1.0) == set(range(12, 112))
+
+
+def test_a_later_source_gives_only_what_earlier_sources_did_not():
+    from fimgate.backend.embedded.shifted_reuse import uncovered
+
+    placed = [ReuseHint(0, 10, 5), ReuseHint(40, 30, 5)]  # new positions 10-14 and 30-34 are taken
+    got = uncovered([ReuseHint(100, 8, 30)], placed)  # new 8-37, old 100-129
+    assert got == [ReuseHint(100, 8, 2), ReuseHint(107, 15, 15), ReuseHint(127, 35, 3)]
+    assert uncovered([ReuseHint(0, 10, 5)], placed) == []
+    assert uncovered([ReuseHint(0, 50, 5)], placed) == [ReuseHint(0, 50, 5)]

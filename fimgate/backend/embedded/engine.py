@@ -41,8 +41,9 @@ from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.decode_loop import Decoded, NextToken, decode, decode_rate, first_pick
 from fimgate.backend.embedded.drafts import PromptLookup
 from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
-from fimgate.backend.embedded.shifted_reuse import select_recompute, usable_spans
+from fimgate.backend.embedded.shifted_reuse import select_recompute, uncovered, usable_spans
 from fimgate.backend.embedded.threads import ThreadGovernor
+from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
 from fimgate.backend.model.weights import LoadedModel, load_model
 from fimgate.backend.pinning import KeystrokePins
@@ -72,7 +73,9 @@ class EngineConfig:
     threads: int | None = None  # None: as many as the cores free now (fimgate/backend/embedded/threads.py)
     pin_policy: str = "pin"  # fimgate/backend/pinning.py: none, lru-only, pin, random+pin
     dtype: str = "float32"  # "bfloat16": weights and KV; "int8": int8 weights in 1-token steps (CPU)
-    prefill_dtype: str = "float32"  # "bfloat16": prompts multiply by bf16 copies of the linears (CPU fp32/int8)
+    # "bfloat16": prompts multiply by bf16 copies of the linears (CPU fp32/int8); "auto": bfloat16 on a
+    # CPU that multiplies bf16 natively (model/cpu_bf16.py), float32 (the exact reference) elsewhere
+    prefill_dtype: str = "float32"
     cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (fimgate/backend/embedded/cuda_graphs.py)
     screened_head: bool = True  # greedy steps screen the output head in int8 (fimgate/backend/model/screened_head.py; CPU fp32)
     speculate: int = 4  # greedy decoding tries up to this many draft tokens a step (drafts.py); 0: never
@@ -80,8 +83,8 @@ class EngineConfig:
     def __post_init__(self) -> None:  # validated where it is built: a bad flag fails before a model loads
         if self.dtype not in ("float32", "bfloat16", "int8"):
             raise ValueError(f"unsupported dtype {self.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
-        if self.prefill_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"unsupported prefill dtype {self.prefill_dtype!r}: float32 or bfloat16")
+        if self.prefill_dtype not in ("auto", "float32", "bfloat16"):
+            raise ValueError(f"unsupported prefill dtype {self.prefill_dtype!r}: auto, float32 or bfloat16")
         if self.speculate < 0:
             raise ValueError("--speculate must be >= 0")
         if self.threads is not None and self.threads < 1:
@@ -143,6 +146,7 @@ class EmbeddedEngine:
         self._name = loaded.name
         self._tokenizer = loaded.tokenizer
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
+        self.prefill_dtype = resolve_prefill_dtype(config.prefill_dtype, config.device, config.dtype)
         self.model = LlamaModel(
             loaded.config,
             loaded.tensors,
@@ -150,7 +154,7 @@ class EmbeddedEngine:
             dtype=dtype,
             int8_weights=config.dtype == "int8",
             screened_head=config.screened_head,
-            bf16_prompts=config.prefill_dtype == "bfloat16" and dtype == torch.float32,
+            bf16_prompts=self.prefill_dtype == "bfloat16" and dtype == torch.float32,
         )
         cfg = loaded.config
         self.capacity = min(config.max_context, cfg.max_position)
@@ -171,8 +175,6 @@ class EmbeddedEngine:
         self.speculate = config.speculate
         special = {self._tokenizer.token_id(t) for t in getattr(self._tokenizer, "_special", {})} - {None}
         self._heal_index = TextPrefixIndex(self._tokenizer.token_bytes, exclude_ids=special)
-        # the last prompt of each (user, session): where reuse hints point
-        self._last_prompts: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()
         self._last_outputs: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()  # where drafts look first
         dev = self.model.device
         self._layer_rope = [(cfg.rope_for(i), inv_frequencies(cfg.rope_for(i)).to(dev)) for i in range(cfg.num_layers)]
@@ -268,8 +270,7 @@ class EmbeddedEngine:
         self._now_s = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
         slot, cached = self._claim(plan, prompt)
         try:
-            old = self._remember_prompt(plan, prompt)
-            shifted, recompute = self._place_moved_text(plan, prompt, old, cached, slot)
+            shifted, recompute = self._place_moved_text(plan, prompt, cached, slot)
             cost = _Cost.of(len(prompt), cached, shifted, recompute)
             if cancel.cancelled:
                 yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0)
@@ -318,13 +319,6 @@ class EmbeddedEngine:
         slot.tokens = prompt[:cached]
         return slot, cached
 
-    def _remember_prompt(self, plan: FimPlan, prompt: list[int]) -> tuple[int, ...] | None:
-        """The session's previous prompt (reuse hints refer to it); this one replaces it."""
-        key = (plan.user_id, plan.session_id)
-        old = self._last_prompts.get(key)
-        _remember(self._last_prompts, key, tuple(prompt))
-        return old
-
     def _remember_output(self, plan: FimPlan, output: list[int]) -> None:
         """The session's last suggestion, as tokens: the next request's drafts look in it first."""
         _remember(self._last_outputs, (plan.user_id, plan.session_id), tuple(output))
@@ -337,24 +331,23 @@ class EmbeddedEngine:
         previous = self._last_outputs.get((plan.user_id, plan.session_id), ())
         return PromptLookup(prompt, previous, self.speculate)
 
-    def _place_moved_text(
-        self, plan: FimPlan, prompt: list[int], old: tuple[int, ...] | None, cached: int, slot: _Slot
-    ) -> tuple[set[int], set[int]]:
-        """Suffix-KV correction: text of the session's previous prompt (or of another session's
-        of the same user: ReuseHint.source) that reappears at new positions is placed there, keys
-        re-rotated; returns (positions reused shifted, positions of them to recompute)."""
-        if plan.recompute_share is None or not plan.reuse_hints:
-            return set(), set()
+    def _place_moved_text(self, plan: FimPlan, prompt: list[int], cached: int, slot: _Slot) -> tuple[set[int], set[int]]:
+        """Suffix-KV correction: text of an earlier prompt of the same user (the session's own, or
+        another file's: FimPlan.hint_prompts) that reappears at new positions is placed there,
+        keys re-rotated, from the first source that still has it cached; returns (positions
+        reused shifted, positions of them to recompute)."""
+        hints = plan.reuse_hints
+        if plan.recompute_share is None or not any(h.new_start + h.num_tokens > cached for h in hints):
+            return set(), set()  # (an EFIM append whose anchor is cached: nothing moved is missing)
         new, placed = tuple(prompt), []
-        for source in dict.fromkeys(h.source for h in plan.reuse_hints):
-            src = old if source == "" else self._last_prompts.get((plan.user_id, source))
-            if not src:
+        for source, src in plan.hint_prompts:
+            mine = tuple(h for h in hints if h.source == source)
+            if not mine:
                 continue
             match = self.tree.match(plan.user_id, src)
-            spans = usable_spans(tuple(h for h in plan.reuse_hints if h.source == source), src, new, cached, match.num_tokens)
+            spans = uncovered(usable_spans(mine, src, new, cached, match.num_tokens), placed)
             self._place_shifted(slot.kv, match.blocks, spans)
-            placed += spans
-        placed.sort(key=lambda s: s.new_start)
+            placed = sorted(placed + spans, key=lambda s: s.new_start)
         shifted = {p for s in placed for p in range(s.new_start, s.new_start + s.num_tokens)}
         return shifted, select_recompute(placed, plan.recompute_share)
 
@@ -367,9 +360,9 @@ class EmbeddedEngine:
         else:
             work = PrefillWork([prompt[p] for p in positions], positions, slot.kv, argmax_only, only_ids)
         logits = yield work
-        if logits is None:
-            done = work.done if isinstance(work, PrefillWork) and not recomputing else 0
-            slot.tokens = list(prompt[: cached + done])
+        if logits is None:  # positions run in order, so all before the first not run hold their K/V
+            done = work.done if isinstance(work, PrefillWork) else 0
+            slot.tokens = list(prompt[: positions[done] if done < len(positions) else len(prompt)])
             return None
         slot.tokens = list(prompt)
         return logits
@@ -475,7 +468,6 @@ class EmbeddedEngine:
             self.tree = self._new_tree(self.tree.num_blocks)
             for s in self._slots:
                 s.user_id, s.tokens, s.last_used = None, [], 0.0
-            self._last_prompts.clear()
             self._last_outputs.clear()
 
     def stats(self) -> dict:
@@ -486,5 +478,6 @@ class EmbeddedEngine:
             "evicted_blocks": self.tree.num_evicted,
             "users": self.tree.num_users,
             "pool_bytes": self.pool_bytes,
+            "prefill_dtype": self.prefill_dtype,
             **self.governor.state(),
         }

@@ -49,6 +49,24 @@ def usable_spans(
     return spans
 
 
+def uncovered(spans: list[ReuseHint], placed: list[ReuseHint]) -> list[ReuseHint]:
+    """The parts of `spans` at new positions no `placed` span covers (an earlier source gave
+    those), each part with its own old position."""
+    taken = sorted((p.new_start, p.new_start + p.num_tokens) for p in placed)
+    out = []
+    for s in spans:
+        lo, hi = s.new_start, s.new_start + s.num_tokens
+        for a, b in taken:
+            if b <= lo or a >= hi:
+                continue
+            if a > lo:
+                out.append(ReuseHint(s.old_start + lo - s.new_start, lo, a - lo))
+            lo = max(lo, b)
+        if lo < hi:
+            out.append(ReuseHint(s.old_start + lo - s.new_start, lo, hi - lo))
+    return out
+
+
 def select_recompute(spans: list[ReuseHint], share: float) -> set[int]:
     """New positions of the shifted tokens to recompute, for a budget of `share` of them."""
     total = sum(s.num_tokens for s in spans)
