@@ -36,9 +36,11 @@ def engine_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--prefill-dtype",
-        default="float32",
-        choices=["float32", "bfloat16"],
-        help="bfloat16: prompts of more than 4 tokens multiply by bf16 copies of the linears (CPU, AMX)",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="bfloat16: prompts of more than 4 tokens multiply by bf16 copies of the linears (CPU; 2.1x faster "
+        "prefill, 97.5-98%% of greedy completions identical to float32); auto (default): bfloat16 where the CPU "
+        "multiplies bf16 natively (AVX512-BF16, AMX), float32 elsewhere; float32: the exact reference",
     )
     p.add_argument(
         "--head",

@@ -302,7 +302,9 @@ def cmd_bench_make_trace(a) -> int:
 
 def precision(a) -> str:
     """A label for --dtype and --prefill-dtype: "float32", "int8+bfloat16-prompts"."""
-    prefill = getattr(a, "prefill_dtype", "float32")
+    from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype
+
+    prefill = resolve_prefill_dtype(getattr(a, "prefill_dtype", "float32"), getattr(a, "device", "cpu"), a.dtype)
     return a.dtype if prefill == "float32" else f"{a.dtype}+{prefill}-prompts"
 
 

@@ -87,6 +87,8 @@ def test_bench_quality_compares_llama_cpps_completions_with_fimgates():
         data,
         "--peers",
         "llama.cpp",
+        "--prefill-dtype",
+        "float32",
         timeout=600,
     )
     assert r.returncode == 0, r.stderr
