@@ -9,6 +9,7 @@ import { fetchSummary, sendEvent, streamCompletion, warmUp } from "./client";
 import {
   ContextRing,
   Growing,
+  MoveWarmer,
   Settings,
   Status,
   SuggestionCache,
@@ -23,6 +24,7 @@ import {
 } from "./logic";
 
 let status: vscode.StatusBarItem;
+const MOVE_REST_MS = 150; // a cursor still this long after a move without an edit: pre-warm there
 
 function settings(): Settings & { enabled: boolean; contextExclude: string[] } {
   const c = vscode.workspace.getConfiguration("fimgate");
@@ -79,6 +81,32 @@ export function activate(context: vscode.ExtensionContext): void {
       warmUp(doc.uri.toString(), doc.getText(), doc.offsetAt(next.selection.active), s, ring.forDocument(name(doc)));
     }
   };
+  // The cursor moved without an edit (a click, the arrows, Go to Line): once it rests there, pre-warm
+  // that place, so the first key typed there finds its prompt computed - after a move a person
+  // usually reads before typing. A move that lands where a suggestion was asked already does not.
+  const moves = new MoveWarmer();
+  let resting: ReturnType<typeof setTimeout> | undefined;
+  const moved = (e: vscode.TextEditorSelectionChangeEvent): void => {
+    const doc = e.textEditor.document;
+    clearTimeout(resting);
+    if (!moves.moved(doc.uri.toString(), doc.version, e.selections.length === 1 && e.selections[0].isEmpty)) {
+      return;
+    }
+    resting = setTimeout(() => {
+      const s = settings();
+      const editor = vscode.window.activeTextEditor;
+      if (!s.enabled || !editor || editor.document !== doc || private_(doc) || !editor.selection.isEmpty) {
+        return;
+      }
+      const uri = doc.uri.toString();
+      const offset = doc.offsetAt(editor.selection.active);
+      if (!growing.has(uri) && moves.warm(uri, doc.version, offset)) {
+        // (while a suggestion is on its way a warm-up would supersede it)
+        warmUp(uri, doc.getText(), offset, s, ring.forDocument(name(doc)));
+      }
+    }, MOVE_REST_MS);
+  };
+
   // Acceptance events (the gateway's /v1/events): shown when handed to VS Code, accepted when VS
   // Code runs the item's command (Tab), dismissed when the next request there does not continue it.
   const lastShown = new Map<string, { id: string; prefix: string; lineRest: string; completion: string }>();
@@ -136,6 +164,7 @@ export function activate(context: vscode.ExtensionContext): void {
       const rest = lineRest(text, offset);
       const prefix = text.slice(0, offset);
       settle(uri, prefix, rest);
+      moves.ask(uri, document.version, offset);
       const cached = cache.find(uri, prefix, rest);
       if (cached) {
         return offer(uri, position, prefix, rest, cached.rest, cached.id);
@@ -203,6 +232,7 @@ export function activate(context: vscode.ExtensionContext): void {
     status,
     vscode.languages.registerInlineCompletionItemProvider({ pattern: "**" }, provider),
     vscode.window.onDidChangeActiveTextEditor(switched),
+    vscode.window.onDidChangeTextEditorSelection(moved),
     vscode.commands.registerCommand("fimgate.showStats", async () => {
       try {
         const lines = summaryLines(await fetchSummary(settings()));

@@ -282,6 +282,37 @@ export class Growing {
 }
 
 /** Resolve after ms unless cancelled first; says whether to go on. */
+/**
+ * Which cursor moves get a pre-warm: a selection change with no edit since the last one (typing
+ * moves the cursor too, with an edit), to a caret (not a selection), where nothing was asked at
+ * this version of the document (a suggestion asked there already prefilled it).
+ */
+export class MoveWarmer {
+  private versions = new Map<string, number>();
+  private asked = new Map<string, string>();
+
+  /** A selection changed; true when it was a move without an edit. */
+  moved(uri: string, version: number, caret: boolean): boolean {
+    const edited = this.versions.get(uri) !== version;
+    this.versions.set(uri, version);
+    return !edited && caret;
+  }
+
+  /** A suggestion or a warm-up was asked for here. */
+  ask(uri: string, version: number, offset: number): void {
+    this.asked.set(uri, `${version}:${offset}`);
+  }
+
+  /** The cursor rested here after a move: warm it up (and remember that it was asked)? */
+  warm(uri: string, version: number, offset: number): boolean {
+    if (this.asked.get(uri) === `${version}:${offset}`) {
+      return false;
+    }
+    this.ask(uri, version, offset);
+    return true;
+  }
+}
+
 export function debounce(ms: number, isCancelled: () => boolean): Promise<boolean> {
   return new Promise((resolve) => setTimeout(() => resolve(!isCancelled()), ms));
 }

@@ -1,5 +1,5 @@
 import * as assert from "assert";
-import { ContextRing, Growing, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
+import { ContextRing, Growing, MoveWarmer, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
@@ -174,5 +174,20 @@ describe("summaryLines", () => {
       "all: 4 shown, 1 accepted (25%, 27 characters), 3 dismissed",
     ]);
     assert.deepStrictEqual(summaryLines({}), ["all: 0 shown, 0 accepted (-, 0 characters), 0 dismissed"]);
+  });
+});
+
+describe("MoveWarmer", () => {
+  it("warms a place the cursor moved to without an edit, once, and not where a suggestion was asked", () => {
+    const m = new MoveWarmer();
+    assert.strictEqual(m.moved("u", 1, true), false); // the first event of a document: nothing known yet
+    assert.strictEqual(m.moved("u", 2, true), false); // typing: the version changed with the move
+    assert.strictEqual(m.moved("u", 2, false), false); // a selection, not a caret
+    assert.strictEqual(m.moved("u", 2, true), true); // a click or Go to Line: no edit since
+    assert.strictEqual(m.warm("u", 2, 40), true);
+    assert.strictEqual(m.warm("u", 2, 40), false); // already warmed there
+    m.ask("u", 2, 90); // a suggestion was asked at 90
+    assert.strictEqual(m.warm("u", 2, 90), false);
+    assert.strictEqual(m.warm("u", 3, 90), true); // the document changed since
   });
 });
