@@ -209,7 +209,7 @@ def add_parsers(b) -> None:
         "--clients", default="fimgate-before,fimgate,llama.vscode", help="extensions, one after another (fimgate/bench/editor.py)"
     )
     s.add_argument("--serve-flags", default="", help="flags for the fimgate serve under test")
-    s.add_argument("--json", default=None)
+    s.add_argument("--json", default=None, help="results; the server's request log goes beside it (.requests.jsonl)")
     s.add_argument("--plot", default=None, metavar="OUT.png")
     s.set_defaults(func=cmd_bench_editor)
 

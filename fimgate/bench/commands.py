@@ -198,9 +198,12 @@ def cmd_bench_editor(a) -> int:
             f"{w['type_through_share']:.1%}; model's first text p50 {w['model_first_text_p50_ms']} ms",
             file=sys.stderr,
         )
+    log = result.pop("request_log")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
+        with open(a.json.removesuffix(".json") + ".requests.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(line) + "\n" for line in log)  # the server's request log, for a closer look
     if a.plot:
         plot_editor(
             {n: r for n, r in result["clients"].items() if "error" not in r},

@@ -270,4 +270,4 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    return {"trace": trace, "keys": keys, "serve_flags": serve_flags, "clients": results}
+    return {"trace": trace, "keys": keys, "serve_flags": serve_flags, "clients": results, "request_log": read_log(request_log)}
