@@ -1,6 +1,6 @@
-"""`--request-log FILE`: one JSON line per request, written when it ends - when it arrived (wall
-clock, so a client's own timestamps line up with it), what kind it was, when its first text was
-ready to send, what it cost (the usage report) and how it ended. Never the text: a log an operator
+"""`--request-log FILE`: one JSON line per request, written when it ends - when it arrived and was
+planned (`at`, wall clock, so a client's own timestamps line up with it), what kind it was, when
+its first text was ready to send, what it cost (the usage report) and how it ended. Never the text: a log an operator
 keeps must not hold what people typed. Sessions are named by a hash of (user, document), enough
 to follow one person's requests without naming them.
 
@@ -37,8 +37,11 @@ class RequestLog:
             self._file.close()
 
     def watch(self, events: Iterator[StreamEvent], session: tuple[str, str], kind: str) -> Iterator[StreamEvent]:
-        """`events`, unchanged; their line is written when they end."""
-        at, t0 = time.time(), time.monotonic()
+        """`events`, unchanged; their line is written when they end. Timed from now (the request
+        is planned), not from when its reader starts."""
+        return self._watched(events, session, kind, time.time(), time.monotonic())
+
+    def _watched(self, events, session, kind, at: float, t0: float) -> Iterator[StreamEvent]:
         first = None
         chars = 0
         usage = None

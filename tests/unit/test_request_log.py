@@ -2,6 +2,7 @@
 cost and never its text; and how `bench editor` reads it to say why a key showed nothing."""
 
 import json
+import time
 
 from fimgate.backend.base import Finished, TextDelta, UsageReport
 from fimgate.bench.key_timeline import timeline
@@ -18,13 +19,14 @@ def test_a_line_per_request_with_its_cost_and_never_its_text(tmp_path):
     log = RequestLog(str(path))
     assert [type(e) for e in log.watch(_events("secret_token()"), ("alice", "file:///a.py"), "typing")] == [TextDelta, Finished]
     stream = log.watch(_events("x"), ("bob", "b.py"), "typing")
+    time.sleep(0.05)  # read later than it was made: timed from when it was made
     next(stream)
     stream.close()  # the client went away before it finished
     lines = read_log(str(path))
     assert [line["kind"] for line in lines] == ["typing", "typing"]
     assert lines[0]["usage"]["prefilled_tokens"] == 4 and lines[0]["chars"] == len("secret_token()")
     assert lines[0]["first_text_ms"] is not None and lines[0]["end_ms"] >= lines[0]["first_text_ms"]
-    assert lines[1]["closed"] and lines[1]["usage"] is None
+    assert lines[1]["closed"] and lines[1]["usage"] is None and lines[1]["first_text_ms"] >= 50
     raw = path.read_text()
     assert "secret_token" not in raw and "alice" not in raw and "a.py" not in raw
     assert lines[0]["session"] != lines[1]["session"]
