@@ -50,15 +50,7 @@ from fimgate.backend.pinning import KeystrokePins
 from fimgate.backend.urgency import is_warmup, order_key
 from fimgate.kernels.rope import inv_frequencies, rerotate
 
-MAX_REMEMBERED_PROMPTS = 4096
-
-
-def _remember(memory: OrderedDict, key, value) -> None:
-    """memory[key] = value, newest last; the oldest forgotten past MAX_REMEMBERED_PROMPTS."""
-    memory[key] = value
-    memory.move_to_end(key)
-    while len(memory) > MAX_REMEMBERED_PROMPTS:
-        memory.popitem(last=False)
+MAX_REMEMBERED_OUTPUTS = 4096  # sessions whose last suggestion drafts may come from
 
 
 @dataclass(frozen=True)
@@ -321,7 +313,11 @@ class EmbeddedEngine:
 
     def _remember_output(self, plan: FimPlan, output: list[int]) -> None:
         """The session's last suggestion, as tokens: the next request's drafts look in it first."""
-        _remember(self._last_outputs, (plan.user_id, plan.session_id), tuple(output))
+        key = (plan.user_id, plan.session_id)
+        self._last_outputs[key] = tuple(output)
+        self._last_outputs.move_to_end(key)
+        while len(self._last_outputs) > MAX_REMEMBERED_OUTPUTS:
+            self._last_outputs.popitem(last=False)
 
     def _drafter(self, plan: FimPlan, prompt: list[int]) -> PromptLookup | None:
         """Drafts for a greedy request, where draft rows cost less than steps: the C step runs
