@@ -94,15 +94,20 @@ def tidy(
 class StreamTidy:
     """tidy() for a completion that streams in: feed() returns only text that no continuation can
     take back, finish() the rest, so that what a client concatenates is tidy(whole), streamed or
-    not. What is held back: a single line's trailing whitespace and its last len(rest of the
-    line) characters (they may repeat the text after the cursor); of a multi-line completion,
-    its last two lines with text (see _certain); and all of it while it is still the start of
-    the text after the cursor (it may be there already)."""
+    not. What is held back is only what tidy() could still remove, so that an editor shows the
+    first words as soon as they are certain: a single line's trailing whitespace and its
+    longest end that begins the rest of the cursor's line (`x, ` before `x, y)` may become the
+    `x, y)` the line already has); of a multi-line completion, the same of its last line with
+    text, all of that line while it could still turn out to be the file's next line, and the
+    line before it when it may be that and the last line may vanish (see _certain); and all of
+    it while it is still the start of the text after the cursor (it may be there already)."""
 
     def __init__(self, text: str, cursor: int, multiline: bool, min_indent: int = 0) -> None:
         self.doc, self.cursor, self.multiline, self.min_indent = text, cursor, multiline, min_indent
         self.suffix = text[cursor:]
         self.rest = self.suffix.split("\n", 1)[0].strip()
+        after = self.suffix.split("\n", 1)[1].lstrip("\n") if "\n" in self.suffix else ""
+        self.next_line = after.split("\n", 1)[0].strip()  # tidy() drops a last line that repeats it
         self.raw = ""
         self.sent = ""
         self._block_ended = False
@@ -137,16 +142,35 @@ class StreamTidy:
             if "\n" in raw:
                 return tidy(raw, self.doc, self.cursor, multiline=False)  # the line is complete: final
             line = raw.rstrip()
-            return line[: max(0, len(line) - len(self.rest))].rstrip() if self.rest else line
+            return line[: len(line) - _begins(line, self.rest)].rstrip()
         kept = cut_at_block_end(raw, self.doc, self.cursor, self.min_indent)
         self._block_ended = len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept) :]
         if self._block_ended:
             return tidy(raw, self.doc, self.cursor, multiline=True, min_indent=self.min_indent)  # the block ended
         lines = kept.split("\n")
         with_text = [i for i, line in enumerate(lines) if line.strip()]
-        if len(with_text) < 2:
+        if not with_text:
             return ""
-        # the last two lines with text stay back: the last may lose its end to the text after the
-        # cursor and so vanish, and then the one before it may repeat the file's next line
-        out = "\n".join(line.rstrip() for line in lines[: with_text[-2]]).rstrip()
+        # Only the last line with text can still change: it may lose its end to the text after
+        # the cursor (its longest end that begins it), or be dropped as a repeat of the file's
+        # next line; and if it vanishes into that text, the line before it is the last one.
+        last = lines[with_text[-1]].rstrip()
+        head = last[: len(last) - _begins(last, self.rest)].rstrip()
+        if head.strip() and not self.next_line.startswith(head.strip()):
+            upto, tail = with_text[-1], [head]
+        elif head.strip() or len(with_text) < 2:
+            upto, tail = with_text[-1], []
+        else:
+            before = with_text[-2]
+            upto, tail = (before, []) if lines[before].strip() == self.next_line else (before + 1, [])
+        out = "\n".join([line.rstrip() for line in lines[:upto]] + tail).rstrip()
         return out if out.strip() else ""
+
+
+def _begins(line: str, rest: str) -> int:
+    """The length of the longest end of `line` that `rest` begins with: text that, with what
+    the model writes next, may turn out to be the text the line already has after the cursor."""
+    for n in range(min(len(line), len(rest)), 0, -1):
+        if rest.startswith(line[-n:]):
+            return n
+    return 0

@@ -17,6 +17,8 @@ DOCS = [
     ("def f(x):\n    if x:\n", "        return False\n    return False\n"),  # HumanEval/92/L3
     ("def f(x):\n    if x > 0:", "\n    return 0\n"),  # the end of a block-opening line
     ("function f(xs) {", "\n}\n"),
+    ("call(x, ", "x, y)\n"),  # the line's rest repeats itself: `x, x, y)` ends with it
+    ("def f(x):\n    if x:\n        ", "\n        return x\n"),  # a body whose last line may be the next
 ]
 PIECES = [
     "r",
@@ -39,6 +41,11 @@ PIECES = [
     "}",
     "\n  return xs;",
     "\n        return x",
+    "x",
+    ", ",
+    "x, y)",
+    "ret",
+    "urn x",
 ]
 
 
@@ -66,3 +73,22 @@ def test_the_reported_case_and_that_text_streams_before_the_end():
     early = stream.feed("r") + stream.feed(" ** 2") + stream.feed(")")
     assert early.startswith("r")  # shown before the end: not all held back
     assert early + stream.finish("r ** 2)") == "r ** 2"
+
+
+def test_the_first_words_show_as_soon_as_nothing_can_take_them_back():
+    # mid-line before `, y)`: `total` cannot become the text the line already has, so it shows at once
+    text = "z = f(, y)\n"
+    stream = StreamTidy(text, text.index(", y)"), multiline=False)
+    assert stream.feed("total") == "total"
+    assert stream.feed(", y") == ""  # may be the line's own `, y)`: held
+    assert stream.finish("total, y)") == ""
+    # a body: its first line shows while the model writes it, not two lines later
+    prefix, suffix = "def f(x):\n", "\n\nprint(f(1))\n"
+    stream = StreamTidy(prefix + suffix, len(prefix), multiline=True)
+    assert stream.feed("    y = x + 1") == "    y = x + 1"
+    assert stream.feed("\n") + stream.feed("    return y") == "\n    return y"
+    # ... but a last line that may still be the file's next line stays back until it is not
+    prefix, suffix = "def f(x):\n", "\n    return x\n"
+    stream = StreamTidy(prefix + suffix, len(prefix), multiline=True)
+    assert stream.feed("    x += 1\n    return") == "    x += 1"
+    assert stream.feed(" x + 1") == "\n    return x + 1"
