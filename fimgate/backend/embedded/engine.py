@@ -40,6 +40,7 @@ from fimgate.backend.block_tree import BlockTree, common_prefix
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.decode_loop import Decoded, NextToken, decode, decode_rate, first_pick
 from fimgate.backend.embedded.drafts import PromptLookup
+from fimgate.backend.embedded.heap import keep_large_buffers
 from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
 from fimgate.backend.embedded.shifted_reuse import select_recompute, uncovered, usable_spans
 from fimgate.backend.embedded.threads import ThreadGovernor
@@ -133,6 +134,7 @@ class EmbeddedEngine:
 
     def __init__(self, loaded: LoadedModel, config: EngineConfig = EngineConfig()) -> None:
         self.governor = ThreadGovernor(config.threads)  # threads fit to the cores free now (threads.py)
+        self.heap_tuned = config.device == "cpu" and keep_large_buffers()  # no fresh pages per temporary (heap.py)
         self.config = config
         self.model_config = loaded.config
         self._name = loaded.name
@@ -475,5 +477,6 @@ class EmbeddedEngine:
             "users": self.tree.num_users,
             "pool_bytes": self.pool_bytes,
             "prefill_dtype": self.prefill_dtype,
+            "heap_tuned": self.heap_tuned,
             **self.governor.state(),
         }
