@@ -85,6 +85,11 @@ def cmd_bench_engine(a) -> int:
         return _bench_batch(a)
     engine = load_engine(a)
     result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)}
+    if a.backend == "embedded":  # (vLLM cannot place K/V at a new position)
+        from fimgate.bench.engine_speed import moved_prompt
+        from fimgate.gateway.build import CORRECTION_SHARE
+
+        result["moved_prompt"] = moved_prompt(engine, a.cached_tokens, CORRECTION_SHARE)
     with open_peers(a, engine) as peers:
         if peers:
             result = {"fimgate": result}

@@ -4,6 +4,10 @@
 - decode tok/s: greedy decoding at short context and at the cached-prompt length;
 - 1-token append: a prompt of M tokens is cached, then the same prompt plus one token is asked
   for; its time to first token is compared with one decode step (goal: within 2 steps).
+- a moved prompt (the embedded engine): the M cached tokens asked for again behind 3 new ones, as
+  after an edit right after the cursor in a layout that shows that text first; time to first
+  token with the cached K/V placed re-rotated (suffix-KV correction), shift only and with the
+  served recompute share, against a full prefill of the same prompt.
 Medians of a few repeats; each measurement uses a fresh user so nothing is shared by accident.
 """
 
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 
-from fimgate.backend.base import FimPlan, SamplingParams, last_finished
+from fimgate.backend.base import FimPlan, ReuseHint, SamplingParams, last_finished
 from fimgate.bench.checkout import package_sources
 
 REPEATS = 3
@@ -60,6 +64,35 @@ def measure(engine, prefill_tokens: int = 1000, cached_tokens: int = 2000) -> di
         "decode_step_ms_at_cached": round(decode_step_ms, 1),
         "append_ttft_in_decode_steps": round(statistics.median(append) / decode_step_ms, 2),
     }
+
+
+MOVED_BY = 3  # tokens inserted in front of the cached text
+
+
+def moved_prompt(engine, cached_tokens: int, share: float) -> dict:
+    """Time to first token of a cached prompt asked for again MOVED_BY tokens later."""
+    ids = _source_tokens(engine.tokenizer, cached_tokens + MOVED_BY)
+    old, new = tuple(ids[MOVED_BY:]), tuple(ids)
+
+    def ask(user: str, share: float | None) -> float:
+        hints = (ReuseHint(0, MOVED_BY, len(old)),) if share is not None else ()
+        plan = FimPlan(
+            prompt_ids=new,
+            user_id=user,
+            session_id="bench",
+            sampling=SamplingParams(max_tokens=1),
+            reuse_hints=hints,
+            hint_prompts=(("", old),) if hints else (),
+            recompute_share=share,
+        )
+        return last_finished(engine.generate(plan)).usage.ttft_ms
+
+    out: dict[str, list[float]] = {"shift_only": [], f"recompute_{share:g}": [], "full_prefill": []}
+    for i in range(REPEATS):
+        for name, s in (("shift_only", 0.0), (f"recompute_{share:g}", share), ("full_prefill", None)):
+            _run(engine, old, f"m{i}{name}", 0)
+            out[name].append(ask(f"m{i}{name}", s))
+    return {"tokens": len(new), "moved_by": MOVED_BY, "ttft_ms": {k: round(statistics.median(v), 1) for k, v in out.items()}}
 
 
 def compare(ours: dict, peer: dict) -> dict:
