@@ -28,3 +28,28 @@ def test_every_problem_streams_its_plain_text(dataset, smol_tok):
             stream = StreamTidy(text, cursor, multiline)
             shown = "".join(stream.feed(piece) for piece in pieces) + stream.finish("".join(pieces))
             assert shown == tidy("".join(pieces), text, cursor, multiline=multiline), p.task_id
+
+
+@pytest.mark.parametrize("dataset", ["single-line", "multi-line"])
+def test_the_first_words_show_after_a_token_or_two(dataset, smol_tok):
+    """What an editor waits for before a suggestion starts to show: the tokens streamed before
+    StreamTidy lets out the first text, on every problem (the reference middle in the bundled
+    tokenizer's pieces, as above; at most 48, what the extension asks for). Holding back only what
+    tidy() could still take back: median 2 for a line and for a body (5-6 and 12-14 when a line held
+    its last len(rest) characters and a body its last two lines)."""
+    counts: dict[bool, list[int]] = {False: [], True: []}
+    for p in load(dataset):
+        text, cursor = p.prompt + p.suffix, len(p.prompt)
+        multiline = wants_multiline(text, cursor)
+        pieces = [smol_tok.decode([i]) for i in smol_tok.encode(p.canonical + p.suffix[:120])][:48]
+        stream, shown, at = StreamTidy(text, cursor, multiline), "", len(pieces)
+        for n, piece in enumerate(pieces, 1):
+            shown += stream.feed(piece)
+            if shown.strip():
+                at = n
+                break
+        counts[multiline].append(at)
+    for multiline, xs in counts.items():
+        xs.sort()
+        assert xs[len(xs) // 2] <= 2, (multiline, xs[len(xs) // 2])
+        assert xs[9 * len(xs) // 10] <= (7 if multiline else 3), (multiline, xs[9 * len(xs) // 10])
