@@ -84,12 +84,16 @@ def cmd_bench_engine(a) -> int:
     if a.batch is not None:
         return _bench_batch(a)
     engine = load_engine(a)
-    result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)}
+    moved = None
     if a.backend == "embedded":  # (vLLM cannot place K/V at a new position)
         from fimgate.bench.engine_speed import moved_prompt
         from fimgate.gateway.build import CORRECTION_SHARE
 
-        result["moved_prompt"] = moved_prompt(engine, a.cached_tokens, CORRECTION_SHARE)
+        # first, as a server that has just started would (what ran before shapes the C heap: heap.py)
+        moved = moved_prompt(engine, a.cached_tokens, CORRECTION_SHARE)
+    result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)}
+    if moved is not None:
+        result["moved_prompt"] = moved
     with open_peers(a, engine) as peers:
         if peers:
             result = {"fimgate": result}

@@ -6,9 +6,9 @@ allocates CPU tensors with malloc and caches none, so each temporary of a few MB
 a re-rotation, a prompt chunk's activations) arrives as untouched pages: a page fault and a
 zeroed page every 4 KiB. glibc raises the threshold by itself after the first such free, but
 not past 32 MiB, and the engine's start (weights, the K/V pool) leaves it where those frees put
-it. Measured here (2 cores, SmolLM2-135M, bf16 prompts), placing 1,121 shifted tokens' K/V
-took 297 ms with glibc's defaults and 87 ms with the settings below, and a 1,123-token
-prefill 987 ms against 877 ms (docs/benchmarks.md, "Fresh pages").
+it. Measured here (`fimgate bench engine`, 2 cores, SmolLM2-135M): a re-anchor whose 1,000
+cached tokens moved had its first token in 140 ms with glibc's defaults and 72 ms with the
+settings below (docs/benchmarks.md, "The first words sooner, and fresh pages").
 
 So the engine sets, once, on glibc: allocations up to 32 MiB come from the heap (the most
 M_MMAP_THRESHOLD allows), and up to 1 GiB freed at the heap's top stays for the next request.
