@@ -118,6 +118,9 @@ def stale_vsix(vsix: str) -> str | None:
     return None
 
 
+AUTO_WITH_KEY_MS = 20  # an auto-indent this soon after a key is the editor's answer to that key
+
+
 def trace_slice(events: list[dict], keys: int) -> Slice:
     """Steps from the start of the trace until `keys` single-character keystrokes were typed."""
     docs: dict[str, str] = {}
@@ -147,6 +150,16 @@ def trace_slice(events: list[dict], keys: int) -> Slice:
         elif kind == "insert":
             o, text = ev["offset"], ev["text"]
             docs[f] = docs[f][:o] + text + docs[f][o:]
+            with_key = i > 0 and events[i - 1].get("type") == "insert" and ev["t"] - events[i - 1]["t"] <= AUTO_WITH_KEY_MS
+            if ev.get("auto") and with_key and out.steps and out.steps[-1]["op"] == "key":
+                # the editor's auto-indent after a key (Enter) is part of that key, as in VS Code: one
+                # edit, then the suggestion is asked for at the indented cursor; its window runs on to
+                # the person's next step, and what they typed next starts after the indentation
+                key = out.steps[-1]
+                key["then"] = text
+                key["wait_ms"] = max(0, min(MAX_GAP_MS, nxt - events[i - 1]["t"]))
+                out.typed_next[-1] = _typed_next(events, i + 1, f)
+                continue
             single = len(text) == 1 and not ev.get("auto")
             out.steps.append({"op": "key" if single else "paste", "text": text, "wait_ms": wait})
             if single:

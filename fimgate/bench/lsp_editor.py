@@ -109,7 +109,7 @@ async def _replay(sl: Slice, server: list[str], settings: dict) -> list[dict]:
                 doc.edit(at, at + s["length"], "")
                 await asyncio.sleep(s.get("wait_ms", 0) / 1000)
             elif s["op"] in ("key", "paste"):
-                doc.edit(doc.cursor, doc.cursor, s["text"])
+                doc.edit(doc.cursor, doc.cursor, s["text"] + s.get("then", ""))  # then: the editor's auto-indent
                 if s["op"] == "key":
                     t0 = time.perf_counter()
                     shown_ms, text = await _ask(doc, max(0.001, s["wait_ms"] / 1000))

@@ -30,6 +30,23 @@ def test_the_slice_types_the_trace_and_knows_the_final_text():
     assert sl.typed_next == [" = 3\nw", "w"]  # what the person typed after each key (the trace goes on)
 
 
+def test_an_auto_indent_with_a_key_is_part_of_that_key():
+    # VS Code indents after Enter in the same edit and asks for a suggestion there: the key's window
+    # runs to the person's next key, and what they typed next starts after the indentation
+    events = [
+        {"type": "open", "file": "a.py", "text": "if x:\n", "t": 0},
+        {"type": "move", "file": "a.py", "offset": 5, "t": 100},
+        {"type": "insert", "file": "a.py", "offset": 5, "text": "\n", "t": 300},
+        {"type": "insert", "file": "a.py", "offset": 6, "text": "    ", "auto": True, "t": 300},
+        {"type": "insert", "file": "a.py", "offset": 10, "text": "y", "t": 480},
+    ]
+    sl = trace_slice(events, keys=2)
+    assert [s["op"] for s in sl.steps] == ["open", "move", "key", "key", "save"]
+    assert sl.steps[2] == {"op": "key", "text": "\n", "then": "    ", "wait_ms": 180}
+    assert sl.typed_next[0] == "y"
+    assert sl.final == {"a.py": "if x:\n    y\n"}
+
+
 def test_a_key_counts_as_shown_only_before_the_next_key_and_useful_only_if_typed_next():
     keys = [
         {"shown_ms": 120, "window_ms": 200, "text": "ute(1)"},  # shown in time, and typed next

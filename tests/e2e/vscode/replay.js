@@ -3,8 +3,9 @@
 // `fimgate bench editor` (fimgate/bench/editor.py), which prepares the steps from a trace.
 // usage: node replay.js URL STEPS_JSON OUT_JSON [OPTIONS_JSON]
 // steps: {op: "open", file, text, first, wait_ms} | {op: "move", line, col, wait_ms}
-//        | {op: "delete", line, col, length, wait_ms} | {op: "key", text, wait_ms} | {op: "paste", text, wait_ms}
-//        | {op: "save"}   (line, col 1-based; wait_ms: the person's pause until the next step, from its start)
+//        | {op: "delete", line, col, length, wait_ms} | {op: "key", text, then?, wait_ms} | {op: "paste", text, wait_ms}
+//        | {op: "save"}   (line, col 1-based; wait_ms: the person's pause until the next step, from its start;
+//        then: the editor's auto-indent after the key, inserted with it)
 // OPTIONS_JSON: {"status": the extension's status bar text, "openFirst": a top-level file to open first,
 //                "closeTab": the title of a page the extension opens on its first start, to wait for and close}
 const { chromium } = require("playwright-core");
@@ -117,6 +118,7 @@ async function main() {
         if (s.op === "paste" || s.text === "\t") await page.keyboard.insertText(s.text);
         else if (s.text === "\n") await page.keyboard.press("Enter");
         else await page.keyboard.type(s.text);
+        if (s.then) await page.keyboard.insertText(s.then); // the editor's auto-indent, part of this key
         await page.waitForTimeout(Math.max(0, s.wait_ms - (Date.now() - t0)));
         if (s.op === "key") {
           const { seen: first, now } = await seen(page);
