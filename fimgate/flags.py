@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fimgate.backend.embedded.shifted_reuse import RECOMPUTE_CAP
+
 DEFAULT_PORT = 8418
 
 
@@ -56,6 +58,14 @@ def engine_args(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="greedy decoding verifies up to N draft tokens a step, from the session's last suggestion and the "
         "prompt (same output, fewer forwards; 0: off)",
+    )
+    p.add_argument(
+        "--recompute-cap",
+        type=int,
+        default=RECOMPUTE_CAP,
+        metavar="TOKENS",
+        help="suffix-KV correction recomputes at most this many moved tokens on a re-anchor, whatever "
+        "--correction's share (default 64: one prefill chunk; 0: no cap)",
     )
     p.add_argument(
         "--threads",
@@ -162,6 +172,7 @@ def engine_config(a):
             prefill_dtype=a.prefill_dtype,
             screened_head=a.head == "screened",
             speculate=getattr(a, "speculate", 4),
+            recompute_cap=getattr(a, "recompute_cap", RECOMPUTE_CAP),
             threads=a.threads,
             num_slots=getattr(a, "slots", 4),
         )

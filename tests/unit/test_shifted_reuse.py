@@ -34,3 +34,15 @@ def test_a_later_source_gives_only_what_earlier_sources_did_not():
     assert got == [ReuseHint(100, 8, 2), ReuseHint(107, 15, 15), ReuseHint(127, 35, 3)]
     assert uncovered([ReuseHint(0, 10, 5)], placed) == []
     assert uncovered([ReuseHint(0, 50, 5)], placed) == [ReuseHint(0, 50, 5)]
+
+
+def test_a_long_moved_prompt_recomputes_at_most_the_cap():
+    # 1,000 moved tokens after an edit at 12: 15% would be 150; the cap keeps 64, still a window
+    # right after the change first, then the tokens nearest the hole
+    spans = [ReuseHint(0, 12, 1000)]
+    chosen = select_recompute(spans, 0.15, cap=64)
+    assert len(chosen) == 64
+    assert set(range(12, 12 + 32)) <= chosen
+    assert set(range(1012 - 32, 1012)) <= chosen
+    assert len(select_recompute(spans, 0.15)) == 150  # no cap
+    assert len(select_recompute([ReuseHint(0, 12, 100)], 0.15, cap=64)) == 15  # a short prompt: the share

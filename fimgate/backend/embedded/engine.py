@@ -42,7 +42,7 @@ from fimgate.backend.embedded.decode_loop import Decoded, NextToken, decode, dec
 from fimgate.backend.embedded.drafts import PromptLookup
 from fimgate.backend.embedded.heap import keep_large_buffers
 from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
-from fimgate.backend.embedded.shifted_reuse import select_recompute, uncovered, usable_spans
+from fimgate.backend.embedded.shifted_reuse import RECOMPUTE_CAP, select_recompute, uncovered, usable_spans
 from fimgate.backend.embedded.threads import ThreadGovernor
 from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
@@ -72,6 +72,7 @@ class EngineConfig:
     cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (fimgate/backend/embedded/cuda_graphs.py)
     screened_head: bool = True  # greedy steps screen the output head in int8 (fimgate/backend/model/screened_head.py; CPU fp32)
     speculate: int = 4  # greedy decoding tries up to this many draft tokens a step (drafts.py); 0: never
+    recompute_cap: int = RECOMPUTE_CAP  # moved tokens recomputed on a re-anchor, at most (shifted_reuse.py); 0: no cap
 
     def __post_init__(self) -> None:  # validated where it is built: a bad flag fails before a model loads
         if self.dtype not in ("float32", "bfloat16", "int8"):
@@ -80,6 +81,8 @@ class EngineConfig:
             raise ValueError(f"unsupported prefill dtype {self.prefill_dtype!r}: auto, float32 or bfloat16")
         if self.speculate < 0:
             raise ValueError("--speculate must be >= 0")
+        if self.recompute_cap < 0:
+            raise ValueError("--recompute-cap must be >= 0 (0: no cap)")
         if self.threads is not None and self.threads < 1:
             raise ValueError("--threads must be >= 1")
         if self.block_size < 1 or self.budget_tokens < self.block_size or self.num_slots < 1:
@@ -347,7 +350,7 @@ class EmbeddedEngine:
             self._place_shifted(slot.kv, match.blocks, spans)
             placed = sorted(placed + spans, key=lambda s: s.new_start)
         shifted = {p for s in placed for p in range(s.new_start, s.new_start + s.num_tokens)}
-        return shifted, select_recompute(placed, plan.recompute_share)
+        return shifted, select_recompute(placed, plan.recompute_share, self.config.recompute_cap or None)
 
     def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: _Slot, recomputing: bool, cached: int):
         """Run the prompt's uncached (and recomputed) positions (a coroutine step); the last

@@ -26,6 +26,12 @@ import math
 from fimgate.backend.base import ReuseHint
 
 WINDOW_SHARE = 0.5  # of the budget, for the windows right after each change; the rest nearest the hole
+# At most this many recomputed, whatever the share: one prefill chunk (scheduler.py). A long prompt
+# that moved whole (an edit right after the cursor in a layout that shows that text first, a context
+# chunk added, dropped or moved) recomputed 15% of 1,000-1,600 tokens, 150-240, as many as a short
+# prompt's whole prefill; capped at 64, as many completions stayed the same as the exact prefill's
+# on flask-301's holes (docs/benchmarks.md, "A cap on the recompute"). EngineConfig.recompute_cap.
+RECOMPUTE_CAP = 64
 
 
 def usable_spans(
@@ -67,10 +73,13 @@ def uncovered(spans: list[ReuseHint], placed: list[ReuseHint]) -> list[ReuseHint
     return out
 
 
-def select_recompute(spans: list[ReuseHint], share: float) -> set[int]:
-    """New positions of the shifted tokens to recompute, for a budget of `share` of them."""
+def select_recompute(spans: list[ReuseHint], share: float, cap: int | None = None) -> set[int]:
+    """New positions of the shifted tokens to recompute, for a budget of `share` of them and at
+    most `cap` (None: no cap)."""
     total = sum(s.num_tokens for s in spans)
     budget = math.ceil(share * total) if share > 0 else 0
+    if cap is not None:
+        budget = min(budget, cap)
     if budget <= 0:
         return set()
     chosen: set[int] = set()
