@@ -4,9 +4,10 @@ glibc gives an allocation above its mmap threshold its own pages from the kernel
 them on free, and trims the heap's top once more than its trim threshold is free there. torch
 allocates CPU tensors with malloc and caches none, so each temporary of a few MB (a K/V gather,
 a re-rotation, a prompt chunk's activations) arrives as untouched pages: a page fault and a
-zeroed page every 4 KiB. glibc raises the threshold by itself after the first such free, but
-not past 32 MiB, and the engine's start (weights, the K/V pool) leaves it where those frees put
-it. Measured here (`fimgate bench engine`, 2 cores, SmolLM2-135M): a re-anchor whose 1,000
+zeroed page every 4 KiB. glibc raises its thresholds by itself after some such frees (not past
+32 MiB), so whether a temporary gets fresh pages depends on what the process did before; in a
+freshly started engine it did (~25,000 page faults per re-anchor: tests/integration/test_heap.py).
+Measured here (`fimgate bench engine`, 2 cores, SmolLM2-135M): a re-anchor whose 1,000
 cached tokens moved had its first token in 140 ms with glibc's defaults and 72 ms with the
 settings below (docs/benchmarks.md, "The first words sooner, and fresh pages").
 
