@@ -30,7 +30,10 @@ def _run(engine, ids, user, share=None, hints=(), source=(), max_tokens=8, cance
     return [e for e in engine.generate(plan, cancel) if isinstance(e, Finished)][0]
 
 
-def test_full_recompute_gives_the_cold_completion(engine):
+def test_full_recompute_gives_the_cold_completion(engine, monkeypatch):
+    from dataclasses import replace
+
+    monkeypatch.setattr(engine, "config", replace(engine.config, recompute_cap=0))  # no cap: all 299
     old, new, n = _prompts(engine.tokenizer)
     cold = _run(engine, new, "cold-ref")
     _run(engine, old, "shift-full")
@@ -59,10 +62,13 @@ def test_a_reanchor_cut_short_by_the_next_key_keeps_what_it_computed(engine, mon
     """A key typed while a re-anchor's prompt is prefilled cancels it between two chunks: what
     was placed and computed up to there stays cached, and the next key's request (an EFIM
     append, carrying the anchor's hints) goes on from there instead of starting over."""
+    from dataclasses import replace
+
     from fimgate.backend.base import CancelToken
     from fimgate.backend.embedded import scheduler
 
     monkeypatch.setattr(scheduler, "PREFILL_CHUNK_ALONE", 64)
+    monkeypatch.setattr(engine, "config", replace(engine.config, recompute_cap=0))  # all ~300 moved tokens
     old, new, n = _prompts(engine.tokenizer)
     hints = [(100, 100 + n, 300)]
     _run(engine, old, "cut-short", max_tokens=0)
