@@ -150,8 +150,13 @@ def trace_slice(events: list[dict], keys: int) -> Slice:
         elif kind == "insert":
             o, text = ev["offset"], ev["text"]
             docs[f] = docs[f][:o] + text + docs[f][o:]
-            with_key = i > 0 and events[i - 1].get("type") == "insert" and ev["t"] - events[i - 1]["t"] <= AUTO_WITH_KEY_MS
-            if ev.get("auto") and with_key and out.steps and out.steps[-1]["op"] == "key":
+            if (
+                ev.get("auto")
+                and out.steps
+                and out.steps[-1]["op"] == "key"
+                and events[i - 1].get("type") == "insert"
+                and ev["t"] - events[i - 1]["t"] <= AUTO_WITH_KEY_MS
+            ):
                 # the editor's auto-indent after a key (Enter) is part of that key, as in VS Code: one
                 # edit, then the suggestion is asked for at the indented cursor; its window runs on to
                 # the person's next step, and what they typed next starts after the indentation

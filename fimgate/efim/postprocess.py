@@ -80,10 +80,9 @@ def tidy(
     if not out.strip():
         return ""
     suffix = text[cursor:]
-    rest_of_line = suffix.split("\n", 1)[0].strip()
+    rest_of_line, next_line = _rest_and_next_line(suffix)
     if rest_of_line and out.endswith(rest_of_line):
         out = out[: len(out) - len(rest_of_line)].rstrip()  # the line already ends with it
-    next_line = suffix.split("\n", 1)[1].lstrip("\n").split("\n", 1)[0].strip() if "\n" in suffix else ""
     if multiline and next_line and "\n" in out and out.split("\n")[-1].strip() == next_line:
         out = out[: out.rfind("\n")].rstrip()  # the last line repeats the file's next line
     if suffix.startswith(out):
@@ -105,9 +104,7 @@ class StreamTidy:
     def __init__(self, text: str, cursor: int, multiline: bool, min_indent: int = 0) -> None:
         self.doc, self.cursor, self.multiline, self.min_indent = text, cursor, multiline, min_indent
         self.suffix = text[cursor:]
-        self.rest = self.suffix.split("\n", 1)[0].strip()
-        after = self.suffix.split("\n", 1)[1].lstrip("\n") if "\n" in self.suffix else ""
-        self.next_line = after.split("\n", 1)[0].strip()  # tidy() drops a last line that repeats it
+        self.rest, self.next_line = _rest_and_next_line(self.suffix)  # what tidy() compares the end with
         self.raw = ""
         self.sent = ""
         self._block_ended = False
@@ -156,15 +153,21 @@ class StreamTidy:
         # next line; and if it vanishes into that text, the line before it is the last one.
         last = lines[with_text[-1]].rstrip()
         head = last[: len(last) - _begins(last, self.rest)].rstrip()
-        if head.strip() and not self.next_line.startswith(head.strip()):
-            upto, tail = with_text[-1], [head]
-        elif head.strip() or len(with_text) < 2:
-            upto, tail = with_text[-1], []
-        else:
+        upto, tail = with_text[-1], []
+        if head.strip():
+            if not self.next_line.startswith(head.strip()):
+                tail = [head]  # it can no longer be the file's next line
+        elif len(with_text) >= 2:  # it may vanish: the line before is then the last one
             before = with_text[-2]
-            upto, tail = (before, []) if lines[before].strip() == self.next_line else (before + 1, [])
+            upto = before if lines[before].strip() == self.next_line else before + 1
         out = "\n".join([line.rstrip() for line in lines[:upto]] + tail).rstrip()
         return out if out.strip() else ""
+
+
+def _rest_and_next_line(suffix: str) -> tuple[str, str]:
+    """The rest of the cursor's line and the file's next non-empty line, stripped."""
+    rest, _, after = suffix.partition("\n")
+    return rest.strip(), after.lstrip("\n").split("\n", 1)[0].strip()
 
 
 def _begins(line: str, rest: str) -> int:
