@@ -8,6 +8,7 @@ import * as vscode from "vscode";
 import { fetchSummary, sendEvent, streamCompletion, warmUp } from "./client";
 import {
   ContextRing,
+  caretAfter,
   Growing,
   MoveWarmer,
   Settings,
@@ -100,7 +101,7 @@ export function activate(context: vscode.ExtensionContext): void {
       }
       const uri = doc.uri.toString();
       const offset = doc.offsetAt(editor.selection.active);
-      if (!growing.has(uri) && moves.warm(uri, doc.version, offset)) {
+      if ((asked.get(uri)?.grow.over ?? true) && moves.warm(uri, doc.version, offset)) {
         // (while a suggestion is on its way a warm-up would supersede it)
         warmUp(uri, doc.getText(), offset, s, ring.forDocument(name(doc)));
       }
@@ -135,8 +136,9 @@ export function activate(context: vscode.ExtensionContext): void {
     }
   };
 
-  // per document: the suggestion still streaming, and where it was asked for
-  const growing = new Map<string, { abort: AbortController; prefix: string; rest: string; grow: Growing; meta: { id: string; usage?: unknown } }>();
+  // per document: the latest suggestion asked for (streaming, or ended), and where
+  type Asked = { abort: AbortController; prefix: string; rest: string; grow: Growing; meta: { id: string; usage?: unknown } };
+  const asked = new Map<string, Asked>();
 
   // When a suggestion finished growing: ask VS Code again if the cursor is still where it leads,
   // and the cache answers with the whole (VS Code only asks after an edit or a trigger).
@@ -150,6 +152,89 @@ export function activate(context: vscode.ExtensionContext): void {
     if (cache.lookup(uri, text.slice(0, offset), lineRest(text, offset)) !== undefined) {
       void vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
     }
+  };
+
+  // Ask the gateway for a suggestion at this place (superseding the document's one in flight):
+  // its first part is remembered when it arrives, the whole when complete.
+  const ask = (document: vscode.TextDocument, text: string, offset: number, s: ReturnType<typeof settings>): Asked => {
+    const uri = document.uri.toString();
+    const prefix = text.slice(0, offset);
+    const rest = lineRest(text, offset);
+    asked.get(uri)?.abort.abort(); // superseded (the gateway cancels it too)
+    const me: Asked = { abort: new AbortController(), prefix, rest, grow: new Growing(s.showPartialAfterMs), meta: { id: "" } };
+    asked.set(uri, me);
+    moves.ask(uri, document.version, offset);
+    const context = ring.forDocument(name(document));
+    streamCompletion(uri, text, offset, s, context, me.abort.signal, (piece) => me.grow.add(piece), me.meta).then(
+      (complete) => me.grow.end(complete),
+      (e) => me.grow.fail(e as Error),
+    );
+    show({ kind: "busy" });
+    let first = "";
+    me.grow.first.then(
+      (text) => {
+        first = text;
+        show({ kind: "active" });
+        if (!me.abort.signal.aborted) {
+          cache.remember(uri, prefix, rest, first, me.meta.id);
+        }
+      },
+      (e) => show({ kind: "error", message: (e as Error).message }),
+    );
+    void me.grow.ended.then((complete) => {
+      const last = describeUsage(me.meta.usage);
+      if (last) {
+        show({ kind: "active", last });
+      }
+      if (complete && me.grow.text.length > first.length) {
+        cache.remember(uri, prefix, rest, me.grow.text, me.meta.id);
+        showGrown(uri);
+      }
+    });
+    return me;
+  };
+
+  // The suggestion asked for here, while it can still answer (not superseded, not failed).
+  const askedHere = (uri: string, prefix: string, rest: string): Asked | undefined => {
+    const me = asked.get(uri);
+    return me && me.prefix === prefix && me.rest === rest && !me.abort.signal.aborted && !me.grow.error ? me : undefined;
+  };
+
+  // Typed past what has arrived of the suggestion still streaming here: wait for it, not a new one.
+  const following = (uri: string, prefix: string, rest: string): { ahead: Asked; typed: string } | undefined => {
+    const ahead = asked.get(uri);
+    if (!ahead || ahead.grow.over || ahead.rest !== rest || !prefix.startsWith(ahead.prefix)) {
+      return undefined;
+    }
+    const typed = prefix.slice(ahead.prefix.length);
+    return typed.startsWith(ahead.grow.text) ? { ahead, typed } : undefined;
+  };
+
+  // An edit that typing makes: ask at once for where the caret now is, instead of when VS Code
+  // asks (its inline-suggestion delay, 50 ms, and the trip to this process come first); VS Code's
+  // request for the same place then finds this one on its way.
+  const edited = (e: vscode.TextDocumentChangeEvent): void => {
+    const s = settings();
+    const editor = vscode.window.activeTextEditor;
+    const doc = e.document;
+    const caret = caretAfter(e.contentChanges);
+    if (!s.enabled || s.debounceMs > 0 || caret === undefined || e.reason !== undefined) {
+      return; // (a debounce setting asks to wait; undo and redo put the caret elsewhere)
+    }
+    if (editor?.document !== doc || editor.selections.length !== 1 || private_(doc)) {
+      return;
+    }
+    if (!vscode.workspace.getConfiguration("editor", doc.uri).get("inlineSuggest.enabled", true)) {
+      return; // VS Code would not ask
+    }
+    const uri = doc.uri.toString();
+    const text = doc.getText();
+    const prefix = text.slice(0, caret);
+    const rest = lineRest(text, caret);
+    if (cache.find(uri, prefix, rest) || following(uri, prefix, rest) || askedHere(uri, prefix, rest)) {
+      return;
+    }
+    ask(doc, text, caret, s);
   };
 
   const provider: vscode.InlineCompletionItemProvider = {
@@ -169,62 +254,40 @@ export function activate(context: vscode.ExtensionContext): void {
       if (cached) {
         return offer(uri, position, prefix, rest, cached.rest, cached.id);
       }
-      const ahead = growing.get(uri);
-      const typed = ahead && ahead.rest === rest && prefix.startsWith(ahead.prefix) ? prefix.slice(ahead.prefix.length) : undefined;
-      if (ahead && typed !== undefined && typed.startsWith(ahead.grow.text)) {
-        // typed past what has arrived of the suggestion still streaming: wait for its end, not a new one
-        const complete = await Promise.race([ahead.grow.ended, new Promise<boolean>((r) => token.onCancellationRequested(() => r(false)))]);
-        const whole = ahead.grow.text;
-        if (token.isCancellationRequested) {
+      let me = askedHere(uri, prefix, rest); // (asked at the edit)
+      if (!me) {
+        const along = following(uri, prefix, rest);
+        if (along) {
+          const { ahead, typed } = along;
+          const complete = await Promise.race([ahead.grow.ended, new Promise<boolean>((r) => token.onCancellationRequested(() => r(false)))]);
+          const whole = ahead.grow.text;
+          if (token.isCancellationRequested) {
+            return [];
+          }
+          if (complete && whole.length > typed.length && whole.startsWith(typed)) {
+            return offer(uri, position, prefix, rest, whole.slice(typed.length), ahead.meta.id);
+          }
+        }
+        if (!(await debounce(s.debounceMs, () => token.isCancellationRequested))) {
           return [];
         }
-        if (complete && whole.length > typed.length && whole.startsWith(typed)) {
-          return offer(uri, position, prefix, rest, whole.slice(typed.length), ahead.meta.id);
-        }
+        me = ask(document, text, offset, s);
       }
-      if (!(await debounce(s.debounceMs, () => token.isCancellationRequested))) {
-        return [];
-      }
-      growing.get(uri)?.abort.abort(); // superseded (the gateway cancels it too)
-      const abort = new AbortController();
-      const grow = new Growing(s.showPartialAfterMs);
-      const meta: { id: string; usage?: unknown } = { id: "" };
-      growing.set(uri, { abort, prefix, rest, grow, meta });
+      const abort = me.abort;
       const sub = token.onCancellationRequested(() => abort.abort());
-      streamCompletion(uri, text, offset, s, ring.forDocument(name(document)), abort.signal, (piece) => grow.add(piece), meta).then(
-        (complete) => grow.end(complete),
-        (e) => grow.fail(e as Error),
-      );
-      show({ kind: "busy" });
       let first: string;
       try {
-        first = await grow.first; // shaped and cleaned by the gateway
-      } catch (e) {
-        show({ kind: "error", message: (e as Error).message });
-        return [];
+        first = await me.grow.first; // shaped and cleaned by the gateway
+      } catch {
+        return []; // (the status bar says why)
       } finally {
         sub.dispose(); // once shown, the rest keeps coming even when VS Code moves on
       }
-      show({ kind: "active" });
       if (token.isCancellationRequested) {
         abort.abort();
         return [];
       }
-      cache.remember(uri, prefix, rest, first, meta.id);
-      void grow.ended.then((complete) => {
-        if (growing.get(uri)?.abort === abort) {
-          growing.delete(uri);
-        }
-        const last = describeUsage(meta.usage);
-        if (last) {
-          show({ kind: "active", last });
-        }
-        if (complete && grow.text.length > first.length) {
-          cache.remember(uri, prefix, rest, grow.text, meta.id);
-          showGrown(uri);
-        }
-      });
-      return first ? offer(uri, position, prefix, rest, first, meta.id) : [];
+      return first ? offer(uri, position, prefix, rest, first, me.meta.id) : [];
     },
   };
 
@@ -233,6 +296,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.languages.registerInlineCompletionItemProvider({ pattern: "**" }, provider),
     vscode.window.onDidChangeActiveTextEditor(switched),
     vscode.window.onDidChangeTextEditorSelection(moved),
+    vscode.workspace.onDidChangeTextDocument(edited),
     vscode.commands.registerCommand("fimgate.showStats", async () => {
       try {
         const lines = summaryLines(await fetchSummary(settings()));

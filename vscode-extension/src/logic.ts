@@ -103,6 +103,28 @@ export function requestBody(uri: string, text: string, offset: number, s: Settin
   };
 }
 
+/** One edit of a document, as VS Code reports it (offsets in the text before the edit). */
+export interface Change {
+  rangeOffset: number;
+  rangeLength: number;
+  text: string;
+}
+
+export const TYPED_MAX_CHARS = 512; // longer insertions are not typing (a paste of a file, a refactoring)
+
+/**
+ * Where the caret is after an edit that typing makes - one change: a key, a deletion, an
+ * auto-indent, an accepted suggestion, a short paste - so a suggestion can be asked for as soon as
+ * the edit is known, not when VS Code asks (its own 50 ms later). Undefined for other edits
+ * (several places at once, long insertions): those wait for VS Code.
+ */
+export function caretAfter(changes: readonly Change[]): number | undefined {
+  if (changes.length !== 1 || changes[0].text.length > TYPED_MAX_CHARS) {
+    return undefined;
+  }
+  return changes[0].rangeOffset + changes[0].text.length;
+}
+
 /** Text from another file, sent before the current one (the gateway's input_extra). */
 export interface Chunk {
   filename: string;
@@ -231,7 +253,8 @@ export class Growing {
   private rejectFirst!: (e: Error) => void;
   private resolveEnded!: (complete: boolean) => void;
   private due: boolean;
-  private over = false;
+  over = false; // the stream ended (complete, cancelled or failed)
+  error: Error | undefined; // it failed
   private timer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(showAfterMs: number) {
@@ -268,6 +291,7 @@ export class Growing {
   fail(e: Error): void {
     if (!this.over) {
       this.over = true;
+      this.error = e;
       clearTimeout(this.timer);
       this.rejectFirst(e);
       this.resolveEnded(false);
@@ -281,7 +305,6 @@ export class Growing {
   }
 }
 
-/** Resolve after ms unless cancelled first; says whether to go on. */
 /**
  * Which cursor moves get a pre-warm: a selection change with no edit since the last one (typing
  * moves the cursor too, with an edit), to a caret (not a selection), where nothing was asked at
@@ -313,6 +336,7 @@ export class MoveWarmer {
   }
 }
 
+/** Resolve after ms unless cancelled first; says whether to go on. */
 export function debounce(ms: number, isCancelled: () => boolean): Promise<boolean> {
   return new Promise((resolve) => setTimeout(() => resolve(!isCancelled()), ms));
 }

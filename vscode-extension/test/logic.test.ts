@@ -1,5 +1,5 @@
 import * as assert from "assert";
-import { ContextRing, Growing, MoveWarmer, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
+import { ContextRing, Growing, TYPED_MAX_CHARS, caretAfter, MoveWarmer, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
@@ -189,5 +189,21 @@ describe("MoveWarmer", () => {
     m.ask("u", 2, 90); // a suggestion was asked at 90
     assert.strictEqual(m.warm("u", 2, 90), false);
     assert.strictEqual(m.warm("u", 3, 90), true); // the document changed since
+  });
+});
+
+describe("caretAfter", () => {
+  it("puts the caret after a typed key, an auto-indent or a short paste, at a deletion's start, and says nothing of other edits", () => {
+    assert.strictEqual(caretAfter([{ rangeOffset: 10, rangeLength: 0, text: "x" }]), 11); // a key
+    assert.strictEqual(caretAfter([{ rangeOffset: 10, rangeLength: 0, text: "\n    " }]), 15); // Enter, indented
+    assert.strictEqual(caretAfter([{ rangeOffset: 9, rangeLength: 1, text: "" }]), 9); // Backspace
+    assert.strictEqual(caretAfter([{ rangeOffset: 4, rangeLength: 3, text: "ab" }]), 6); // a selection typed over
+    const twoCursors = [
+      { rangeOffset: 4, rangeLength: 0, text: "a" },
+      { rangeOffset: 20, rangeLength: 0, text: "a" },
+    ];
+    assert.strictEqual(caretAfter(twoCursors), undefined);
+    assert.strictEqual(caretAfter([]), undefined);
+    assert.strictEqual(caretAfter([{ rangeOffset: 0, rangeLength: 0, text: "x".repeat(TYPED_MAX_CHARS + 1) }]), undefined);
   });
 });
