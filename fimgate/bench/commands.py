@@ -204,7 +204,8 @@ def cmd_bench_editor(a) -> int:
         print(
             f"{'':15s} no ghost text: {', '.join(f'{k} {v}' for k, v in w['why_none'].items())} | asked on "
             f"{w['asked_share']:.1%} of keys, p50 {w['asked_p50_ms']} ms after the key; type-through "
-            f"{w['type_through_share']:.1%}; model's first text p50 {w['model_first_text_p50_ms']} ms",
+            f"{w['type_through_share']:.1%}; model's first text p50 {w['model_first_text_p50_ms']} ms; key -> ghost text "
+            f"where a request was needed p50 {w['asked_shown_p50_ms']} ms",
             file=sys.stderr,
         )
     log = result.pop("request_log")

@@ -64,6 +64,8 @@ def timeline(keys: list[dict], log: list[dict]) -> dict:
     model = [p for p in per_key if p.get("kind") == "typing"]
     first = [p["first_text_ms"] for p in model if p["first_text_ms"] is not None]
     late = [p["prefilled"] for p in per_key if p.get("why_none") == "late" and p.get("prefilled") is not None]
+    # keys whose ghost text had to come from the gateway (a request before the next key), shown in time
+    from_model = [k["shown_ms"] for k, p in zip(keys, per_key) if p["requests"] and "why_none" not in p]
     return {
         "why_none": why,
         "asked_share": round(len(asked) / max(1, len(keys)), 3),  # keys that sent the gateway a request
@@ -71,6 +73,7 @@ def timeline(keys: list[dict], log: list[dict]) -> dict:
         "type_through_share": round(sum(p.get("kind") == "type_through" for p in per_key) / max(1, len(keys)), 3),
         "model_first_text_p50_ms": _median(first),  # arrival -> first text, requests that ran the model
         "late_prefilled_p50": _median(late),  # tokens prefilled by the requests that came too late
+        "asked_shown_p50_ms": _median(from_model),  # key -> ghost text, keys that needed a request
         "per_key": per_key,
     }
 

@@ -56,3 +56,4 @@ def test_a_key_with_no_ghost_text_gets_the_reason_the_server_saw():
     assert t["why_none"] == {"no request": 1, "late": 1, "empty": 1, "not drawn": 0}
     assert t["asked_share"] == 0.75 and t["asked_p50_ms"] == 50.0
     assert t["late_prefilled_p50"] == 500
+    assert t["asked_shown_p50_ms"] == 60.0  # the one key shown from a request
