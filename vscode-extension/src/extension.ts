@@ -213,11 +213,15 @@ export function activate(context: vscode.ExtensionContext): void {
   // An edit that typing makes: ask at once for where the caret now is, instead of when VS Code
   // asks (its inline-suggestion delay, 50 ms, and the trip to this process come first); VS Code's
   // request for the same place then finds this one on its way.
+  const versions = new Map<string, number>(); // per document: its version at the last change event
   const edited = (e: vscode.TextDocumentChangeEvent): void => {
     const s = settings();
     const editor = vscode.window.activeTextEditor;
     const doc = e.document;
-    const caret = caretAfter(e.contentChanges);
+    const uri = doc.uri.toString();
+    const last = versions.get(uri);
+    versions.set(uri, doc.version);
+    const caret = caretAfter(e.contentChanges, last === undefined ? 0 : doc.version - last);
     if (!s.enabled || s.debounceMs > 0 || caret === undefined || e.reason !== undefined) {
       return; // (a debounce setting asks to wait; undo and redo put the caret elsewhere)
     }
@@ -227,7 +231,6 @@ export function activate(context: vscode.ExtensionContext): void {
     if (!vscode.workspace.getConfiguration("editor", doc.uri).get("inlineSuggest.enabled", true)) {
       return; // VS Code would not ask
     }
-    const uri = doc.uri.toString();
     const text = doc.getText();
     const prefix = text.slice(0, caret);
     const rest = lineRest(text, caret);
@@ -297,6 +300,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.window.onDidChangeActiveTextEditor(switched),
     vscode.window.onDidChangeTextEditorSelection(moved),
     vscode.workspace.onDidChangeTextDocument(edited),
+    vscode.workspace.onDidCloseTextDocument((doc) => versions.delete(doc.uri.toString())),
     vscode.commands.registerCommand("fimgate.showStats", async () => {
       try {
         const lines = summaryLines(await fetchSummary(settings()));

@@ -115,11 +115,14 @@ export const TYPED_MAX_CHARS = 512; // longer insertions are not typing (a paste
 /**
  * Where the caret is after an edit that typing makes - one change: a key, a deletion, an
  * auto-indent, an accepted suggestion, a short paste - so a suggestion can be asked for as soon as
- * the edit is known, not when VS Code asks (its own 50 ms later). Undefined for other edits
- * (several places at once, long insertions): those wait for VS Code.
+ * the edit is known, not when VS Code asks (its own 50 ms later). `edits`: how far the document's
+ * version advanced since the last change event; VS Code hands over many edits as one change when
+ * it applies them faster than the extension reads them (a file's text replaced, a refactoring):
+ * that is not a person typing. Undefined for other edits (several places at once, long
+ * insertions, bursts): those wait for VS Code, whose delay lets a burst settle.
  */
-export function caretAfter(changes: readonly Change[]): number | undefined {
-  if (changes.length !== 1 || changes[0].text.length > TYPED_MAX_CHARS) {
+export function caretAfter(changes: readonly Change[], edits = 1): number | undefined {
+  if (edits !== 1 || changes.length !== 1 || changes[0].text.length > TYPED_MAX_CHARS) {
     return undefined;
   }
   return changes[0].rangeOffset + changes[0].text.length;

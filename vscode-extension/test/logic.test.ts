@@ -204,6 +204,9 @@ describe("caretAfter", () => {
     ];
     assert.strictEqual(caretAfter(twoCursors), undefined);
     assert.strictEqual(caretAfter([]), undefined);
+    // a burst VS Code applied faster than the extension read it (a file's text replaced), handed over as one change
+    assert.strictEqual(caretAfter([{ rangeOffset: 0, rangeLength: 0, text: "abc" }], 3), undefined);
+    assert.strictEqual(caretAfter([{ rangeOffset: 0, rangeLength: 0, text: "a" }], 0), undefined); // the first event seen
     assert.strictEqual(caretAfter([{ rangeOffset: 0, rangeLength: 0, text: "x".repeat(TYPED_MAX_CHARS + 1) }]), undefined);
   });
 });
