@@ -59,6 +59,15 @@ def typed_along(flight: Flight | None, before: str, after: str) -> str | None:
     return typed if len(typed) <= MAX_TYPED else None
 
 
+def may_answer(flight: Flight, typed: str) -> bool:
+    """Whether `flight`, given `typed` since it was asked, can still answer (its text so far agrees
+    with what was typed, and it has more to say or is still coming)."""
+    text = flight.text
+    if not (text.startswith(typed) or typed.startswith(text)):
+        return False
+    return len(text) > len(typed) or not flight.done
+
+
 async def answer(flight: Flight, typed: str, timeout_s: float) -> tuple[str, str] | None:
     """(the suggestion's text after `typed`, its id) as soon as some is decided; None when the
     suggestion does not begin with `typed` or ends without anything more (ask anew)."""

@@ -7,6 +7,8 @@
   in flight, which it then waits for and answers from (fimgate/lsp/inflight.py). The client's
   $/cancelRequest ends the handler, not a suggestion another request may follow. A slow backend
   means no suggestion, never a frozen editor.
+- didChange of one typed edit, in a document the client asks inline completions for, asks for the
+  caret it leaves at once: the client's request, after its own delay, finds it in flight.
 - didOpen pre-warms the cache, so the first keystroke in a file is not a cold prefill.
 - Context: the other open documents' lines around their last edit (fimgate/lsp/context.py);
   documents matching a secret pattern are never context and get no completions.
@@ -23,11 +25,12 @@ from pygls.lsp.server import LanguageServer
 from fimgate.backend.base import SamplingParams
 from fimgate.efim.offsets import position_to_offset
 from fimgate.lsp.context import Touched, is_secret
-from fimgate.lsp.inflight import Flight, answer, typed_along
+from fimgate.lsp.inflight import Flight, answer, may_answer, typed_along
 from fimgate.lsp.protocol import FimProtocol
 from fimgate.lsp.settings import LspSettings
 
 log = logging.getLogger("fimgate.lsp")
+TYPED_MAX_CHARS = 512  # longer insertions are not typing (a paste of a file, a refactoring)
 
 
 class FimLanguageServer(LanguageServer):
@@ -43,6 +46,7 @@ class FimLanguageServer(LanguageServer):
         self.touched = Touched()
         self.warming: dict[str, asyncio.Future] = {}  # uri -> its didOpen pre-warm, while it runs
         self.inflight: dict[str, Flight] = {}  # uri -> the last suggestion asked for (fimgate/lsp/inflight.py)
+        self.asks_inline: set[str] = set()  # documents the client asked inline completions for
 
     async def completer(self):
         if self._completer is None:
@@ -116,14 +120,70 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: FimLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
         for change in params.content_changes:  # pygls applied them to its copy already
             line = change.range.start.line if isinstance(change, types.TextDocumentContentChangePartial) else 0
-            ls.touched.touch(params.text_document.uri, line)
+            ls.touched.touch(uri, line)
+        _ask_at_edit(ls, uri, params.content_changes)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: FimLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.touched.forget(params.text_document.uri)
         ls.inflight.pop(params.text_document.uri, None)
+        ls.asks_inline.discard(params.text_document.uri)
+
+    def _asker(ls: FimLanguageServer, completer, uri: str, doc, text: str, cursor: int):
+        s = ls.settings
+        sampling = SamplingParams(max_tokens=s.max_tokens, max_predict_ms=s.max_predict_ms or None)
+
+        def ask(on_text=None):
+            # the service shapes the text (single/multi-line, clean-up): the server only carries it
+            return completer.complete(
+                s.user,
+                uri,
+                text,
+                cursor,
+                sampling,
+                doc.language_id or "",
+                True if s.multiline else None,
+                ls.context(uri),
+                on_text,
+            )
+
+        return ask
+
+    def _fly(ls: FimLanguageServer, completer, uri: str, doc, text: str, cursor: int) -> Flight:
+        """Ask for a suggestion at `cursor`, as the document's suggestion in flight (it supersedes
+        the one before); it runs on whoever waits for it."""
+        flight = ls.inflight[uri] = Flight(text[:cursor], text[cursor:])
+        task = asyncio.ensure_future(_asker(ls, completer, uri, doc, text, cursor)(flight.add))
+        task.add_done_callback(flight.finish)
+        task.add_done_callback(lambda t: _warn_failed(ls, t))
+        return flight
+
+    def _ask_at_edit(ls: FimLanguageServer, uri: str, changes) -> None:
+        """An edit that typing makes (one incremental change, in a document the client asks inline
+        completions for): ask for the caret it leaves at once, not when the client asks after its
+        own delay (VS Code's 50 ms; other editors debounce too), unless the suggestion in flight
+        may still answer there. The client's request then finds it in flight (inflight.py)."""
+        s = ls.settings
+        if not s.follow_in_flight or s.debounce_ms > 0 or uri not in ls.asks_inline or ls._completer is None:
+            return
+        if len(changes) != 1 or not isinstance(changes[0], types.TextDocumentContentChangePartial):
+            return
+        if len(changes[0].text) > TYPED_MAX_CHARS or uri not in ls.workspace.text_documents or ls.secret(uri):
+            return
+        if uri in ls.warming:
+            return  # (the pre-warm would be superseded; the client's request waits for it)
+        doc = ls.workspace.get_text_document(uri)
+        text = doc.source
+        start = changes[0].range.start  # (the text before it is the same before and after the change)
+        cursor = position_to_offset(text, start.line, start.character) + len(changes[0].text)
+        flight = ls.inflight.get(uri)
+        typed = typed_along(flight, text[:cursor], text[cursor:])
+        if typed is not None and may_answer(flight, typed):
+            return
+        _fly(ls, ls._completer, uri, doc, text, cursor)
 
     def _warn_failed(ls: FimLanguageServer, task: asyncio.Future) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -145,37 +205,21 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         doc = ls.workspace.get_text_document(uri)
         text = doc.source
         cursor = position_to_offset(text, params.position.line, params.position.character)
-        sampling = SamplingParams(max_tokens=s.max_tokens, max_predict_ms=s.max_predict_ms or None)
         before, after = text[:cursor], text[cursor:]
         timeout_s = s.timeout_ms / 1000
         try:
             completer = await ls.completer()
 
-            def ask(on_text=None):
-                # the service shapes the text (single/multi-line, clean-up): the server only carries it
-                return completer.complete(
-                    s.user,
-                    uri,
-                    text,
-                    cursor,
-                    sampling,
-                    doc.language_id or "",
-                    True if s.multiline else None,
-                    ls.context(uri),
-                    on_text,
-                )
-
             if not s.follow_in_flight:  # each key asks anew and waits for the whole suggestion
+                ask = _asker(ls, completer, uri, doc, text, cursor)
                 shown, completion_id = await asyncio.wait_for(ask(), timeout_s)
             else:
+                ls.asks_inline.add(uri)
                 flight = ls.inflight.get(uri)
                 typed = typed_along(flight, before, after)
                 got = None if typed is None else await answer(flight, typed, timeout_s)
                 if got is None and not (typed == "" and flight.done):  # (the same place, which had nothing: no)
-                    flight = ls.inflight[uri] = Flight(before, after)
-                    task = asyncio.ensure_future(ask(flight.add))  # runs on after this answer
-                    task.add_done_callback(flight.finish)
-                    task.add_done_callback(lambda t: _warn_failed(ls, t))
+                    flight = _fly(ls, completer, uri, doc, text, cursor)
                     got = await answer(flight, "", timeout_s)
                 shown, completion_id = got or ("", "")
         except asyncio.TimeoutError:

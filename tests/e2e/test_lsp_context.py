@@ -3,6 +3,7 @@
 against `fimgate serve` through a recording proxy. The module's lines reach the gateway as
 `input_extra`; nothing of the `.env` file is ever sent (no pre-warm, no context, no completion)."""
 
+import asyncio
 import json
 import sys
 import threading
@@ -86,3 +87,35 @@ async def test_other_documents_are_context_and_secrets_never_leave(client: Langu
     assert [e["request"]["type"] for e in events] == ["select"] and events[0]["status"] == 200
     summary = httpx.get(PROXY[0].upstream + "/v1/events/summary", params={"user": "local"}, timeout=30).json()
     assert summary["total"]["shown"] == 1 and summary["total"]["accepted"] == 1
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_typed_key_is_asked_for_at_the_edit(client: LanguageClient):
+    """An editor asks after its own delay (VS Code 50 ms, others debounce): the server asks the
+    gateway as soon as the key's didChange arrives, and the editor's request finds that answer.
+    (A key typed along the suggestion in flight is answered from it: this one types against it.)"""
+    uri = "file:///w/fib.py"
+    assert await _inline(client, uri, 3, 14) is not None  # the client asks inline completions here
+    key = types.TextDocumentContentChangePartial(range=types.Range(types.Position(3, 14), types.Position(3, 14)), text="x")
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(types.VersionedTextDocumentIdentifier(uri=uri, version=2), [key])
+    )
+
+    def asked_after_key():
+        with PROXY[0].lock:
+            return [
+                e["request"]
+                for e in PROXY[0].log
+                if e["path"] == "/v1/completions"
+                and e["request"]["max_tokens"] > 0
+                and e["request"]["prompt"].endswith("return fibx")
+            ]
+
+    for _ in range(600):  # no inline request sent yet: only the didChange can have asked
+        if asked_after_key():
+            break
+        await asyncio.sleep(0.1)
+    assert len(asked_after_key()) == 1 and asked_after_key()[0]["suffix"] == "\n"
+    result = await _inline(client, uri, 3, 15)
+    assert result is not None and result.items and result.items[0].insert_text.strip()
+    assert len(asked_after_key()) == 1  # the editor's request was answered by the one asked at the edit
