@@ -222,6 +222,12 @@ def add_parsers(b) -> None:
         help='JSON settings sent as initializationOptions, one run each: \'{}\' (defaults) or a list \'[{}, {"debounceMs": 0}]\'',
     )
     s.add_argument("--lsp-flags", default="", help="flags for the fimgate lsp under test (engine flags, --gateway URL)")
+    s.add_argument(
+        "--client-delay-ms",
+        type=float,
+        default=0.0,
+        help="the editor's own wait after a key before it asks (VS Code: 50); time still counts from the key",
+    )
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_lsp)
 

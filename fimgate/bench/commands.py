@@ -233,6 +233,8 @@ def cmd_bench_lsp(a) -> int:
 
     if a.keys < 1:
         raise UserError("--keys must be >= 1")
+    if not 0 <= a.client_delay_ms <= 10_000:
+        raise UserError("--client-delay-ms must be 0-10000")
     try:
         runs = json.loads(a.settings)
     except ValueError as e:
@@ -245,9 +247,9 @@ def cmd_bench_lsp(a) -> int:
         sl = trace_slice(read_events(path), a.keys)
     except (TraceError, OSError) as e:
         raise UserError(str(e)) from None
-    result = {"trace": path, "keys": a.keys, "lsp_flags": a.lsp_flags, "runs": []}
+    result = {"trace": path, "keys": a.keys, "lsp_flags": a.lsp_flags, "client_delay_ms": a.client_delay_ms, "runs": []}
     for settings in runs:
-        r = bench_lsp(sl, shlex.split(a.lsp_flags), settings)
+        r = bench_lsp(sl, shlex.split(a.lsp_flags), settings, a.client_delay_ms / 1000)
         result["runs"].append({"settings": settings, **r})
         print(
             f"settings {json.dumps(settings):28s} key -> answer p50 {r['p50_ms']} ms, p90 {r['p90_ms']} ms (all keys) | "

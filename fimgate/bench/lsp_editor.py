@@ -8,8 +8,9 @@ text starts with it. Summarized exactly as bench editor does (fimgate/bench/edit
 
 Opening a file takes 1.8 s before the next key, as Quick Open does in bench editor's replay (the
 server pre-warms meanwhile); before the first file the server is given time to load its model.
-What this leaves out, against a real editor: the editor's own delay before asking and its
-drawing (VS Code adds ~50 ms and ~15 ms; see docs/benchmarks.md), so it measures the server.
+What this leaves out, against a real editor: its drawing, and by default its own delay before
+asking (VS Code adds ~50 ms and ~15 ms; see docs/benchmarks.md), so it measures the server;
+`--client-delay-ms 50` asks that long after each key (times still count from the key).
 """
 
 from __future__ import annotations
@@ -63,9 +64,9 @@ def _params(doc: _Doc) -> types.InlineCompletionParams:
     )
 
 
-async def _ask(doc: _Doc, window_s: float) -> tuple[float | None, str]:
+async def _ask(doc: _Doc, t0: float, window_s: float) -> tuple[float | None, str]:
+    """Ask at the cursor; (ms from the key at t0 to a non-empty answer, or None, the text)."""
     params = _params(doc)
-    t0 = time.perf_counter()
     answer = asyncio.ensure_future(doc.client.text_document_inline_completion_async(params))
     done, _ = await asyncio.wait([answer], timeout=window_s)  # a late answer is left to arrive unread
     if not done:
@@ -76,7 +77,7 @@ async def _ask(doc: _Doc, window_s: float) -> tuple[float | None, str]:
     return (round((time.perf_counter() - t0) * 1000, 1) if text.strip() else None), text
 
 
-async def _replay(sl: Slice, server: list[str], settings: dict) -> list[dict]:
+async def _replay(sl: Slice, server: list[str], settings: dict, delay_s: float = 0.0) -> list[dict]:
     client = LanguageClient("fimgate-bench-lsp", "1")
     await client.start_io(*server)
     await client.initialize_async(
@@ -112,7 +113,11 @@ async def _replay(sl: Slice, server: list[str], settings: dict) -> list[dict]:
                 doc.edit(doc.cursor, doc.cursor, s["text"] + s.get("then", ""))  # then: the editor's auto-indent
                 if s["op"] == "key":
                     t0 = time.perf_counter()
-                    shown_ms, text = await _ask(doc, max(0.001, s["wait_ms"] / 1000))
+                    window_s = s["wait_ms"] / 1000
+                    shown_ms, text = None, ""
+                    if delay_s < window_s:  # (else the next key comes first: the editor never asks)
+                        await asyncio.sleep(delay_s)  # the editor's own wait before it asks
+                        shown_ms, text = await _ask(doc, t0, max(0.001, window_s - (time.perf_counter() - t0)))
                     keys.append({"window_ms": s["wait_ms"], "shown_ms": shown_ms, "text": text})
                     await asyncio.sleep(max(0.0, s["wait_ms"] / 1000 - (time.perf_counter() - t0)))
     finally:
@@ -122,7 +127,8 @@ async def _replay(sl: Slice, server: list[str], settings: dict) -> list[dict]:
     return keys
 
 
-def bench_lsp(sl: Slice, serve_flags: list[str], settings: dict) -> dict:
-    """Replay the slice against `fimgate lsp SERVE_FLAGS` (embedded engine by default)."""
-    keys = asyncio.run(_replay(sl, [sys.executable, "-m", "fimgate", "lsp", *serve_flags], settings))
+def bench_lsp(sl: Slice, serve_flags: list[str], settings: dict, delay_s: float = 0.0) -> dict:
+    """Replay the slice against `fimgate lsp SERVE_FLAGS` (embedded engine by default); the
+    client waits `delay_s` after each key before it asks, as editors do."""
+    keys = asyncio.run(_replay(sl, [sys.executable, "-m", "fimgate", "lsp", *serve_flags], settings, delay_s))
     return summarize(keys, sl.typed_next)
