@@ -7,8 +7,8 @@
   in flight, which it then waits for and answers from (fimgate/lsp/inflight.py). The client's
   $/cancelRequest ends the handler, not a suggestion another request may follow. A slow backend
   means no suggestion, never a frozen editor.
-- didChange of one typed edit, in a document the client asks inline completions for, asks for the
-  caret it leaves at once: the client's request, after its own delay, finds it in flight.
+- didChange of one typed edit, in a document the client asks inline completions for as the person
+  types, asks for the caret it leaves at once: the client's request, after its own delay, finds it in flight.
 - didOpen pre-warms the cache, so the first keystroke in a file is not a cold prefill.
 - Context: the other open documents' lines around their last edit (fimgate/lsp/context.py);
   documents matching a secret pattern are never context and get no completions.
@@ -46,7 +46,7 @@ class FimLanguageServer(LanguageServer):
         self.touched = Touched()
         self.warming: dict[str, asyncio.Future] = {}  # uri -> its didOpen pre-warm, while it runs
         self.inflight: dict[str, Flight] = {}  # uri -> the last suggestion asked for (fimgate/lsp/inflight.py)
-        self.asks_inline: set[str] = set()  # documents the client asked inline completions for
+        self.asks_inline: set[str] = set()  # documents the client asks inline completions for as the person types
 
     async def completer(self):
         if self._completer is None:
@@ -162,8 +162,8 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         return flight
 
     def _ask_at_edit(ls: FimLanguageServer, uri: str, changes) -> None:
-        """An edit that typing makes (one incremental change, in a document the client asks inline
-        completions for): ask for the caret it leaves at once, not when the client asks after its
+        """An edit that typing makes (one incremental change, in a document whose last inline
+        completion request the client made as the person typed, not on demand): ask for the caret it leaves at once, not when the client asks after its
         own delay (VS Code's 50 ms; other editors debounce too), unless the suggestion in flight
         may still answer there. The client's request then finds it in flight (inflight.py)."""
         s = ls.settings
@@ -214,7 +214,10 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
                 ask = _asker(ls, completer, uri, doc, text, cursor)
                 shown, completion_id = await asyncio.wait_for(ask(), timeout_s)
             else:
-                ls.asks_inline.add(uri)
+                if params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic:
+                    ls.asks_inline.add(uri)  # it asks as the person types: asking at the edit is worth it
+                else:
+                    ls.asks_inline.discard(uri)  # it asks when the person invokes it: not at every edit
                 flight = ls.inflight.get(uri)
                 typed = typed_along(flight, before, after)
                 got = None if typed is None else await answer(flight, typed, timeout_s)
