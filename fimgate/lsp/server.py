@@ -163,9 +163,10 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
 
     def _ask_at_edit(ls: FimLanguageServer, uri: str, changes) -> None:
         """An edit that typing makes (one incremental change, in a document whose last inline
-        completion request the client made as the person typed, not on demand): ask for the caret it leaves at once, not when the client asks after its
-        own delay (VS Code's 50 ms; other editors debounce too), unless the suggestion in flight
-        may still answer there. The client's request then finds it in flight (inflight.py)."""
+        completion request the client made as the person typed, not on demand): ask for the caret
+        it leaves at once, not when the client asks after its own delay (VS Code's 50 ms; other
+        editors debounce too), unless the suggestion in flight may still answer there. The
+        client's request then finds it in flight (inflight.py)."""
         s = ls.settings
         if not s.follow_in_flight or s.debounce_ms > 0 or uri not in ls.asks_inline or ls._completer is None:
             return
