@@ -133,6 +133,7 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         ls.asks_inline.discard(params.text_document.uri)
 
     def _asker(ls: FimLanguageServer, completer, uri: str, doc, text: str, cursor: int):
+        """A call that asks `completer` for the suggestion at `cursor` (with the settings now)."""
         s = ls.settings
         sampling = SamplingParams(max_tokens=s.max_tokens, max_predict_ms=s.max_predict_ms or None)
 
@@ -153,8 +154,8 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         return ask
 
     def _fly(ls: FimLanguageServer, completer, uri: str, doc, text: str, cursor: int) -> Flight:
-        """Ask for a suggestion at `cursor`, as the document's suggestion in flight (it supersedes
-        the one before); it runs on whoever waits for it."""
+        """Ask for a suggestion at `cursor`, as the document's suggestion in flight (the service
+        cancels the one before); it runs on by itself, and requests wait on it (inflight.answer)."""
         flight = ls.inflight[uri] = Flight(text[:cursor], text[cursor:])
         task = asyncio.ensure_future(_asker(ls, completer, uri, doc, text, cursor)(flight.add))
         task.add_done_callback(flight.finish)

@@ -2,9 +2,10 @@
 // item, a cache of recent suggestions that answers typing through one, and coming back to where
 // one was made, without a request, and suggestions that show their first part while the rest is
 // still being decoded (it appears when complete, through the cache). A typed edit is asked for
-// when it reaches the extension; VS Code's own request, 50 ms later, waits for that one. Context: a ring of chunks
-// from the files the person worked in (where the cursor was in the file they left), sent before
-// the current file; files matching secret patterns are never read for it, and get no completions.
+// when it reaches the extension; VS Code's own request, 50 ms later, waits for that one.
+// Context: a ring of chunks from the files the person worked in (where the cursor was in the file
+// they left), sent before the current file; files matching secret patterns are never read for it,
+// and get no completions.
 import * as vscode from "vscode";
 import { fetchSummary, sendEvent, streamCompletion, warmUp } from "./client";
 import {
