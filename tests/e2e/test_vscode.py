@@ -13,7 +13,6 @@ import pytest
 
 from fimgate.bench.served import start_serve
 from fimgate.bench.vscode_rig import FIMGATE_VSIX, TOOLCHAIN, code_server, drive
-from fimgate.gateway.request_log import read_log
 
 VSIX = FIMGATE_VSIX
 SOURCE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fib\n\n\nprint(fibonacci(10))\n"
@@ -26,8 +25,7 @@ if not ready and os.environ.get("FIMGATE_E2E_VSCODE") != "1":
 def test_ghost_text_from_fimgate_in_real_vscode(tmp_path):
     assert ready, "the VS Code e2e toolchain is missing: run tests/e2e/vscode/setup.sh"
     out = os.environ.get("FIMGATE_E2E_OUT") or str(tmp_path / "out")
-    request_log = tmp_path / "requests.jsonl"
-    gateway, gw_url = start_serve("--request-log", str(request_log))
+    gateway, gw_url = start_serve()
     settings = {"fimgate.gatewayUrl": gw_url}  # as it ships: asked at the edit, VS Code's request finds it
     try:
         with code_server(tmp_path, VSIX, settings, {"fib.py": SOURCE}) as (url, work, env):
@@ -56,12 +54,6 @@ def test_ghost_text_from_fimgate_in_real_vscode(tmp_path):
             print(f"acceptance events: {events}")
             assert events["shown"] >= 1 and events["accepted"] == 1 and events["dismissed"] >= 1
             assert events["accepted_chars"] > 0
-            # 61 edits at 7 places (each trial types one of "onacci" and deletes it): each place asked
-            # once, the cache answering the rest - a key asked for twice (at the edit, then again when
-            # VS Code asks) or at the wrong place would be a request per edit
-            typing = [r for r in read_log(str(request_log)) if r["kind"] == "typing"]
-            print(f"typing requests: {len(typing)}")
-            assert 1 <= len(typing) <= 14
     finally:
         gateway.terminate()
         gateway.wait(timeout=10)
