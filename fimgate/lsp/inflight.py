@@ -73,13 +73,11 @@ async def answer(flight: Flight, typed: str, timeout_s: float) -> tuple[str, str
     suggestion does not begin with `typed` or ends without anything more (ask anew)."""
     deadline = time.monotonic() + timeout_s
     while True:
+        if not may_answer(flight, typed):
+            return None  # it says something else than what was typed, or ended without more
         text = flight.text
-        if not (text.startswith(typed) or typed.startswith(text)):
-            return None  # it says something else than what was typed
         if len(text) > len(typed):
             return text[len(typed) :], flight.completion_id
-        if flight.done:
-            return None
         flight.changed.clear()
         left = deadline - time.monotonic()
         if left <= 0:

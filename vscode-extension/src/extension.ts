@@ -217,18 +217,18 @@ export function activate(context: vscode.ExtensionContext): void {
   // request for the same place then finds this one on its way.
   const versions = new Map<string, number>(); // per document: its version at the last change event
   const edited = (e: vscode.TextDocumentChangeEvent): void => {
-    const s = settings();
     const editor = vscode.window.activeTextEditor;
     const doc = e.document;
     const uri = doc.uri.toString();
     const last = versions.get(uri);
     versions.set(uri, doc.version);
     const caret = caretAfter(e.contentChanges, last === undefined ? 0 : doc.version - last);
-    if (!s.enabled || s.debounceMs > 0 || caret === undefined || e.reason !== undefined) {
-      return; // (a debounce setting asks to wait; undo and redo put the caret elsewhere)
+    if (caret === undefined || e.reason !== undefined || editor?.document !== doc || editor.selections.length !== 1) {
+      return; // (undo and redo put the caret elsewhere; output channels and other documents change too)
     }
-    if (editor?.document !== doc || editor.selections.length !== 1 || private_(doc)) {
-      return;
+    const s = settings();
+    if (!s.enabled || s.debounceMs > 0 || private_(doc)) {
+      return; // (a debounce setting asks to wait)
     }
     if (!vscode.workspace.getConfiguration("editor", doc.uri).get("inlineSuggest.enabled", true)) {
       return; // VS Code would not ask
