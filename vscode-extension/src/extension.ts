@@ -191,6 +191,8 @@ export function activate(context: vscode.ExtensionContext): void {
       if (complete && me.grow.text.length > first.length) {
         cache.remember(uri, prefix, rest, me.grow.text, me.meta.id);
         showGrown(uri);
+      } else if (!complete && first) {
+        cache.forget(uri, prefix, rest, first); // only a part: the next visit asks for the whole
       }
     });
     return me;

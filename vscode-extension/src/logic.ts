@@ -27,6 +27,12 @@ export class SuggestionCache {
     }
   }
 
+  /** Forget this suggestion for this place, if it is still the one remembered there (a first part
+   * whose stream was cut short: it would stand for the whole at every later visit). */
+  forget(uri: string, prefix: string, lineRest: string, completion: string): void {
+    this.entries = this.entries.filter((e) => !(e.uri === uri && e.prefix === prefix && e.lineRest === lineRest && e.completion === completion));
+  }
+
   /** The rest of a remembered suggestion that the text before the cursor leads into, or undefined. */
   lookup(uri: string, prefix: string, lineRest: string): string | undefined {
     return this.find(uri, prefix, lineRest)?.rest;

@@ -25,6 +25,16 @@ describe("SuggestionCache", () => {
     c.remember("u", "return fiba", "", ""); // an empty answer forgets the place
     assert.strictEqual(c.lookup("u", "return fiba", ""), undefined);
   });
+
+  it("forgets a first part whose stream was cut short, but not a newer suggestion for the place", () => {
+    const c = new SuggestionCache();
+    c.remember("u", "return fibo", "", "nacci"); // the first part, shown while the rest streams
+    c.forget("u", "return fibo", "", "nacci"); // then the stream was superseded
+    assert.strictEqual(c.lookup("u", "return fibo", ""), undefined); // the next visit asks again
+    c.remember("u", "return fibo", "", "nacci(n - 1)"); // a newer, whole suggestion there
+    c.forget("u", "return fibo", "", "nacci"); // the old stream's late end leaves it alone
+    assert.strictEqual(c.lookup("u", "return fibo", ""), "nacci(n - 1)");
+  });
 });
 
 describe("lineRest", () => {
