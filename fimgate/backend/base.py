@@ -128,6 +128,7 @@ class UsageReport:
     type_through: bool = False  # answered from the session's last suggestion, no model call
     draft_tokens: int = 0  # speculative decoding: draft tokens verified
     accepted_draft_tokens: int = 0  # ... of them greedy decoding picked (each saved a step)
+    queued_ms: float | None = None  # from the backend's receiving it to its compute starting (ttft counts from there)
 
     @property
     def cached_tokens(self) -> int:
@@ -147,6 +148,7 @@ class UsageReport:
             "finish_reason": self.finish_reason,
             "type_through": self.type_through,
             "draft_tokens": {"run": self.draft_tokens, "accepted": self.accepted_draft_tokens},
+            "queued_ms": self.queued_ms,
         }
 
 
@@ -197,9 +199,22 @@ class CancelToken:
     deadline: float | None = None
     _event: threading.Event = field(default_factory=threading.Event)
     _enough: threading.Event = field(default_factory=threading.Event)
+    _hooks: list = field(default_factory=list)  # called on cancel(), from the thread that cancels
 
     def cancel(self) -> None:
         self._event.set()
+        for hook in list(self._hooks):
+            hook()
+
+    def on_cancel(self, hook) -> None:
+        """Call `hook()` when cancel() is called (at once if it was); until off_cancel(hook)."""
+        self._hooks.append(hook)
+        if self._event.is_set():
+            hook()
+
+    def off_cancel(self, hook) -> None:
+        if hook in self._hooks:
+            self._hooks.remove(hook)
 
     def enough(self) -> None:
         self._enough.set()

@@ -76,16 +76,21 @@ static void rope(float *x, const float *c, const float *s, int64_t d, int gptj) 
  *   x: (batch, hidden), replaced by the last layer's output
  *   k_caches[b], v_caches[b]: sequence b's caches; head_strides[b] = its capacity * d
  *   slots[b]: the row written and attended up to; rope_cos / rope_sin: (batch, d)
- * ws: workspace of llama_step_workspace(...) floats. Returns 0, or -1 if head_dim > 512. */
+ * ws: workspace of llama_step_workspace(...) floats.
+ * stop: NULL, or a flag another thread may set while the step runs: it is read before each layer,
+ *   and once set the step returns 1 at once (x and the rows written so far are then garbage: the
+ *   caller drops the step - a superseded keystroke's step need not finish before the next one's).
+ * Returns 0, 1 if stopped, or -1 if head_dim > 512. */
 int llama_step(const Layer *layers, int64_t n_layers, int64_t batch, float *x, float *const *k_caches,
                float *const *v_caches, const int64_t *head_strides, const int64_t *slots, const float *rope_cos,
                const float *rope_sin, int64_t gptj, int64_t hidden, int64_t heads, int64_t kv_heads,
-               int64_t d, int64_t inter, float eps, float scale, float *ws, int threads) {
+               int64_t d, int64_t inter, float eps, float scale, float *ws, int threads, const volatile int32_t *stop) {
     if (d > 512) return -1;
     int64_t qkv_n = (heads + 2 * kv_heads) * d;
     float *h = ws, *qkv = h + batch * hidden, *att = qkv + batch * qkv_n, *gu = att + batch * heads * d,
           *act = gu + batch * 2 * inter, *out = act + batch * inter, *attn_ws = out + batch * hidden;
     for (int64_t i = 0; i < n_layers; i++) {
+        if (stop && *stop) return 1;
         const Layer *L = layers + i;
         for (int64_t b = 0; b < batch; b++) rms_norm(x + b * hidden, L->attn_norm, h + b * hidden, hidden, eps);
         apply(&L->qkv, h, qkv, batch, threads);

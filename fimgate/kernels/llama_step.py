@@ -35,7 +35,8 @@ KERNEL = cpu_build.Kernel(
     "llama_step",
     {
         "llama_step": (
-            [_P, _I, _I, _P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_float, _P, ctypes.c_int],
+            # layers n_layers batch x k/v_caches head_strides slots rope_cos/sin, gptj + 5 sizes, eps scale, ws threads stop
+            [_P, _I, _I, _P, _P, _P, _P, _P, _P, _P, *[_I] * 6, ctypes.c_float, ctypes.c_float, _P, ctypes.c_int, _P],
             ctypes.c_int,
         ),
         "llama_step_workspace": ([_I, _I, _I, _I, _I, _I, _I, ctypes.c_int], _I),
@@ -43,6 +44,11 @@ KERNEL = cpu_build.Kernel(
 )
 
 Weight = Union[torch.Tensor, Int8Rows]
+
+
+class StepStopped(Exception):
+    """The step's stop flag was set while it ran: it stopped between two layers, its output and
+    the K/V rows it wrote are garbage (the caller drops the step)."""
 
 
 class LayerWeights(NamedTuple):
@@ -115,12 +121,14 @@ def llama_step_batch(
     cos_t: torch.Tensor,
     sin_t: torch.Tensor,
     dims: Dims,
+    stop: ctypes.c_int32 | None = None,
 ) -> bool:
     """xs: (batch, hidden) fp32 contiguous, each sequence's token embedding, replaced by its last
     layer's output. caches[b]: sequence b's (k, v), each (layers, kv_heads, capacity, head_dim)
     fp32 contiguous; row slots[b] is written and rows [0, slots[b]] attended to. cos_t, sin_t:
     (batch, head_dim) RoPE tables of each token's position. Row b comes out as llama_step would
-    give it alone, bit for bit. False (nothing done) without the C kernel."""
+    give it alone, bit for bit. False (nothing done) without the C kernel. `stop`: a flag another
+    thread may set to end the step between two layers (StepStopped is raised)."""
     lib = KERNEL.lib
     if lib is None:
         return False
@@ -161,7 +169,10 @@ def llama_step_batch(
         dims.attn_scale,
         ws.data_ptr(),
         threads,
+        None if stop is None else ctypes.addressof(stop),
     )
+    if rc == 1:
+        raise StepStopped()
     if rc != 0:
         raise ValueError("llama_step: head_dim above 512")
     return True

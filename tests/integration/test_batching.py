@@ -118,3 +118,33 @@ def test_cancelling_one_request_leaves_the_others_unchanged(engine):
     kept, gone = _together(engine, [lambda: last_finished(engine.generate(keep)), cancelled])
     assert kept.text == want.text
     assert gone.usage.cancelled and gone.usage.completion_tokens < 48
+
+
+def test_a_step_stopped_part_way_leaves_the_cache_right(engine):
+    """A person's suggestion is cancelled while its step runs (their next key): the step stops
+    before its next layer (the real kernel, its flag set by the cancel) and the rows it half
+    wrote are not kept - the next key's suggestion reuses the person's cache and equals what a
+    fresh engine gives for it."""
+    tok = engine.tokenizer
+    ids = _source_ids(tok, 300, offset=300)
+    typed, next_key = _plan(ids[:200], "typist", 24), _plan(ids[:203], "typist", 24)
+    want = last_finished(engine.generate(next_key))
+    engine.reset()
+    cancel = CancelToken()
+    real, steps = engine.run_steps, []
+
+    def cancelled_in_the_third_step(works):
+        steps.append(works)
+        if len(steps) == 3:
+            cancel.cancel()  # from inside the step: its flag is set before the kernel's first layer
+        return real(works)
+
+    engine.run_steps = cancelled_in_the_third_step
+    try:
+        gone = last_finished(engine.generate(typed, cancel))
+    finally:
+        del engine.run_steps
+    assert gone.usage.cancelled and gone.usage.completion_tokens < 24
+    assert engine.scheduler.stopped_steps == 1
+    got = last_finished(engine.generate(next_key))
+    assert got.usage.prefix_cached_tokens >= 200 and got.text == want.text

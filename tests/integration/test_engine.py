@@ -236,6 +236,9 @@ def test_fused_steps_give_the_torch_layers_completions(engine):
             calls.extend([out is not None] * len(tokens))
             return out
 
+        def stoppable(self):
+            return fused.stoppable()
+
     engine.model.fused_step = Counting()
     try:
         got = [_run(engine, ids, user=f"fused{i}", max_tokens=24)[0] for i, ids in enumerate(prompts)]

@@ -117,3 +117,25 @@ def test_a_batched_step_gives_each_sequence_exactly_its_step_alone(int8):
         one = model.fused_step(tok, n, n, alone[b])
         assert torch.equal(together[b], one[0]), b
         assert torch.equal(kvs[b].k[:, :, n], alone[b].k[:, :, n]) and torch.equal(kvs[b].v[:, :, n], alone[b].v[:, :, n])
+
+
+@needs_kernel
+def test_a_step_stops_when_its_flag_is_set_and_runs_whole_otherwise():
+    """Inside stoppable(), a set flag ends the step before its next layer (StepStopped); an unset
+    flag changes nothing (the same hidden state as a plain step); outside, the flag is ignored."""
+    from fimgate.kernels.llama_step import StepStopped
+
+    model, _ = _model("neox", 64, 4, 2, False)
+    kv, kv_plain = KVBuffer.empty(model.cfg, 16), KVBuffer.empty(model.cfg, 16)
+    plain = model.fused_step(5, 0, 0, kv_plain)
+    with model.stoppable_steps() as stop:
+        assert torch.equal(model.fused_step(5, 0, 0, kv), plain)
+        stop.value = 1
+        with pytest.raises(StepStopped):
+            model.fused_step(6, 1, 1, kv)
+        with pytest.raises(StepStopped):
+            model.fused_step.batch([6, 7], [1, 1], [1, 1], [kv, kv_plain])
+        stop.value = 1
+    assert stop.value == 0  # cleared on the way out
+    stop.value = 1  # and not read outside
+    assert torch.equal(model.fused_step(6, 1, 1, kv), model.fused_step(6, 1, 1, kv_plain))

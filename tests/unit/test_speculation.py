@@ -3,6 +3,8 @@ drafts (fimgate/backend/embedded/drafts.py), on a scripted model: drafts change 
 run, never what is decoded; the rows after a rejected draft are discarded, so the sequence's K/V
 are what plain decoding leaves."""
 
+import contextlib
+
 import torch
 
 from fimgate.backend.base import CancelToken, FimPlan, HealingConstraint, SamplingParams
@@ -131,6 +133,9 @@ class _Rows:
 
     def free_slots(self):
         return 4
+
+    def stoppable_steps(self):
+        return contextlib.nullcontext(None)
 
 
 def test_draft_rows_run_only_in_a_step_of_one_request():

@@ -18,6 +18,7 @@ step and prompts in chunks between those steps.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -49,6 +50,7 @@ from fimgate.backend.model.llama import KVBuffer, LlamaModel
 from fimgate.backend.model.weights import LoadedModel, load_model
 from fimgate.backend.pinning import KeystrokePins
 from fimgate.backend.urgency import is_warmup, order_key
+from fimgate.kernels.llama_step import StepStopped
 from fimgate.kernels.rope import inv_frequencies, rerotate
 
 MAX_REMEMBERED_OUTPUTS = 4096  # sessions whose last suggestion drafts may come from
@@ -113,7 +115,7 @@ class _Cost:
         positions = [p for p in range(cached, prompt_tokens) if p not in shifted or p in recompute]
         return cls(prompt_tokens, cached, len(shifted) - len(recompute), len(recompute), positions)
 
-    def report(self, out: Decoded, t0: float, t_decoded: float, t_end: float) -> UsageReport:
+    def report(self, out: Decoded, t0: float, t_decoded: float, t_end: float, queued_ms: float) -> UsageReport:
         ttft = None if out.t_first is None else (out.t_first - t0) * 1000
         return UsageReport(
             prompt_tokens=self.prompt_tokens,
@@ -127,6 +129,7 @@ class _Cost:
             draft_tokens=out.drafted,
             accepted_draft_tokens=out.accepted,
             total_ms=(t_end - t0) * 1000,
+            queued_ms=queued_ms,
             cancelled=out.finish == "cancelled",
             finish_reason=out.finish,
         )
@@ -234,7 +237,8 @@ class EmbeddedEngine:
         warmup = is_warmup(plan)
         if priority is None:
             priority = order_key(time.monotonic(), warmup)
-        yield from self.scheduler.run(self._request(plan, prompt, max_new, cancel), cancel, priority, warmup)
+        arrived = time.perf_counter()
+        yield from self.scheduler.run(self._request(plan, prompt, max_new, cancel, arrived), cancel, priority, warmup)
 
     def drive_on(self, runner) -> None:
         """Run the scheduler's loop on `runner` (a MainThreadRunner): servers compute on their main thread."""
@@ -258,7 +262,7 @@ class EmbeddedEngine:
         best.busy = True
         return best, best_n
 
-    def _request(self, plan: FimPlan, prompt: list[int], max_new: int, cancel: CancelToken):
+    def _request(self, plan: FimPlan, prompt: list[int], max_new: int, cancel: CancelToken, arrived: float):
         """One request, stage by stage, as a coroutine the scheduler runs: claim a slot with the
         cached prefix, place shifted text, run the tokens that must be computed, decode, store
         and report. Yields events and the compute it needs (StepWork, PrefillWork)."""
@@ -270,14 +274,14 @@ class EmbeddedEngine:
             shifted, recompute = self._place_moved_text(plan, prompt, cached, slot)
             cost = _Cost.of(len(prompt), cached, shifted, recompute)
             if cancel.cancelled:
-                yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0)
+                yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0, arrived)
                 return
             logits = yield from self._prefill(plan, prompt, cost.positions, slot, bool(recompute), cached)
             if logits is None:  # cancelled before its prompt was computed
-                yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0)
+                yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0, arrived)
                 return
             if plan.sampling.max_tokens == 0:
-                yield self._finish(plan, slot, cost, Decoded("", 0, None, "length"), t0)
+                yield self._finish(plan, slot, cost, Decoded("", 0, None, "length"), t0, arrived)
                 return
             drafter = self._drafter(plan, prompt)
             tok, eos = self._tokenizer, self._tokenizer.eos_id
@@ -300,7 +304,7 @@ class EmbeddedEngine:
                     yield ev
             del slot.tokens[len(slot.tokens) - out.discard :]
             self._remember_output(plan, slot.tokens[len(prompt) :])
-            yield self._finish(plan, slot, cost, out, t0)
+            yield self._finish(plan, slot, cost, out, t0, arrived)
         finally:
             slot.busy = False
 
@@ -369,19 +373,28 @@ class EmbeddedEngine:
         return logits
 
     # -- compute (the scheduler calls these) -----------------------------------------------
-    def run_steps(self, works: list[StepWork]) -> list[torch.Tensor | list[torch.Tensor]]:
+    def stoppable_steps(self):
+        """A context whose run_steps() can be ended from another thread (it yields the flag to
+        set; None where steps cannot stop: the torch layers, CUDA graphs)."""
+        return contextlib.nullcontext(None) if self._graphs is not None else self.model.stoppable_steps()
+
+    def run_steps(self, works: list[StepWork]) -> list[torch.Tensor | list[torch.Tensor]] | None:
         """One token for each work, and its draft tokens as rows after it, in one batched step
-        where the model has one: each work's logits, a list of them (one a row) where it drafted."""
+        where the model has one: each work's logits, a list of them (one a row) where it drafted.
+        None: the step was stopped (stoppable_steps()) and its rows are to be dropped."""
         if self._graphs is not None:
             return [self._graphs.step(w.token, w.position, w.kv) for w in works]
         rows = [(w, j) for w in works for j in range(1 + len(w.draft or ()))]
-        logits = self.model.step_batch(
-            [w.draft[j - 1] if j else w.token for w, j in rows],
-            [w.position + j for w, j in rows],
-            [w.kv for w, _ in rows],
-            [w.argmax_only if j == 0 else True for w, j in rows],
-            [w.only_ids if j == 0 else None for w, j in rows],
-        )
+        try:
+            logits = self.model.step_batch(
+                [w.draft[j - 1] if j else w.token for w, j in rows],
+                [w.position + j for w, j in rows],
+                [w.kv for w, _ in rows],
+                [w.argmax_only if j == 0 else True for w, j in rows],
+                [w.only_ids if j == 0 else None for w, j in rows],
+            )
+        except StepStopped:
+            return None
         out, at = [], 0
         for w in works:
             n = 1 + len(w.draft or ())
@@ -418,14 +431,14 @@ class EmbeddedEngine:
             only_ids=only_ids,
         )
 
-    def _finish(self, plan: FimPlan, slot: _Slot, cost: "_Cost", out: Decoded, t0: float) -> Finished:
+    def _finish(self, plan: FimPlan, slot: _Slot, cost: "_Cost", out: Decoded, t0: float, arrived: float) -> Finished:
         t_decoded = time.perf_counter()
         self._store(plan.user_id, slot)
         if self.model.device.type == "cuda":  # a request ends when its kernels have (a pre-warm samples nothing)
             torch.cuda.synchronize(self.model.device)
         if plan.pins_anchor:
             self.pins.repin(self.tree, plan.user_id, plan.session_id, tuple(plan.prompt_ids[: plan.pin_tokens]), self._now_s)
-        return Finished(text=out.text, usage=cost.report(out, t0, t_decoded, time.perf_counter()))
+        return Finished(text=out.text, usage=cost.report(out, t0, t_decoded, time.perf_counter(), (t0 - arrived) * 1000))
 
     # -- pool <-> slot ---------------------------------------------------------------------
     def _rows(self, blocks, start: int, end: int) -> torch.Tensor:

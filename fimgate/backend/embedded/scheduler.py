@@ -32,7 +32,7 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Iterator, Protocol
+from typing import Callable, ContextManager, Generator, Iterator, Protocol
 
 import torch
 
@@ -73,7 +73,8 @@ Work = StepWork | PrefillWork
 
 
 class Compute(Protocol):
-    def run_steps(self, works: list[StepWork]) -> list[torch.Tensor]: ...
+    def run_steps(self, works: list[StepWork]) -> list[torch.Tensor] | None: ...  # None: stopped
+    def stoppable_steps(self) -> ContextManager: ...  # yields a flag (.value = 1 stops the step) or None
     def run_prefill(self, work: PrefillWork, end: int) -> torch.Tensor | None: ...
     def free_slots(self) -> int: ...
 
@@ -106,6 +107,7 @@ class BatchScheduler:
         self.iterations = 0
         self.submitted = 0  # requests ever queued
         self.batched_steps = 0  # steps that ran in a batch of more than one
+        self.stopped_steps = 0  # steps stopped part way: all their requests were cancelled
         self.max_batch = 0
 
     def drive_on(self, runner) -> None:
@@ -201,7 +203,7 @@ class BatchScheduler:
             steps.remove(r)
         if steps:
             self._fit_drafts(steps)
-            self._answer(steps, lambda: self.compute.run_steps([r.work for r in steps]))
+            self._answer(steps, lambda: self._run_steps(steps))
             self.max_batch = max(self.max_batch, len(steps))
             self.batched_steps += len(steps) if len(steps) > 1 else 0
         prefills = [r for r in self._running if isinstance(r.work, PrefillWork)]
@@ -225,6 +227,34 @@ class BatchScheduler:
                     if end == len(w.ids):
                         self._advance(r, logits)
         self.iterations += 1
+
+    def _run_steps(self, steps: list[_Request]) -> list[torch.Tensor | None]:
+        """The step; once every request in it is cancelled while it runs (a person's next key
+        superseded their last), it stops between two layers and each gets None: the next key's
+        request need not wait for a step nobody will read (~a step beside a busy editor)."""
+        with self.compute.stoppable_steps() as stop:
+            if stop is None:
+                return self.compute.run_steps([r.work for r in steps])
+            cancels = [r.cancel for r in steps]
+
+            def check() -> None:
+                if all(c.cancelled for c in cancels):
+                    stop.value = 1
+
+            for c in cancels:
+                c.on_cancel(check)
+            try:
+                out = self.compute.run_steps([r.work for r in steps])
+            finally:
+                for c in cancels:
+                    c.off_cancel(check)
+            if out is None and not all(c.cancelled for c in cancels):
+                stop.value = 0  # (a late hook of the step before) run it whole
+                out = self.compute.run_steps([r.work for r in steps])
+            if out is None:
+                self.stopped_steps += 1
+                return [None] * len(steps)
+            return out
 
     @staticmethod
     def _fit_drafts(steps: list[_Request]) -> None:
@@ -286,4 +316,10 @@ class BatchScheduler:
     def state(self) -> dict:
         with self._guard:
             waiting = len(self._waiting)
-        return {"running": len(self._running), "waiting": waiting, "max_batch": self.max_batch, "iterations": self.iterations}
+        return {
+            "running": len(self._running),
+            "waiting": waiting,
+            "max_batch": self.max_batch,
+            "iterations": self.iterations,
+            "stopped_steps": self.stopped_steps,
+        }

@@ -16,6 +16,10 @@ tests/integration/test_engine.py).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+from typing import Iterator
+
 import torch
 
 from fimgate.kernels.llama_step import Dims, LayerWeights, llama_step_batch, pack_layers
@@ -53,6 +57,20 @@ class FusedStep:
             for w in model.layers
         ]
         self._layers = pack_layers(self._weights)  # points into self._weights' tensors
+        self._stop = ctypes.c_int32(0)  # set from another thread: the step running now ends (stoppable())
+        self._armed = False
+
+    @contextlib.contextmanager
+    def stoppable(self) -> Iterator[ctypes.c_int32]:
+        """Steps run inside may be ended between two layers: set the flag yielded to 1 (from any
+        thread) and the step running raises kernels.llama_step.StepStopped. Outside, the flag is ignored."""
+        self._stop.value = 0
+        self._armed = True
+        try:
+            yield self._stop
+        finally:
+            self._armed = False
+            self._stop.value = 0
 
     @classmethod
     def for_model(cls, model) -> "FusedStep | None":
@@ -83,6 +101,7 @@ class FusedStep:
         cos, sin = cos_sin(torch.tensor(positions), self.inv_freq)
         cos_t, sin_t = rope_tables(cos, sin, self.rope)
         xs = self.embed[torch.tensor(tokens)].contiguous()
-        if not llama_step_batch(self._layers, xs, [(kv.k, kv.v) for kv in kvs], slots, cos_t, sin_t, self.dims):
+        stop = self._stop if self._armed else None
+        if not llama_step_batch(self._layers, xs, [(kv.k, kv.v) for kv in kvs], slots, cos_t, sin_t, self.dims, stop):
             return None
         return xs
