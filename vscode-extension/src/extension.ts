@@ -24,6 +24,7 @@ import {
   outcome,
   statusText,
   summaryLines,
+  typedPast,
 } from "./logic";
 
 let status: vscode.StatusBarItem;
@@ -204,14 +205,11 @@ export function activate(context: vscode.ExtensionContext): void {
     return me && me.prefix === prefix && me.rest === rest && !me.abort.signal.aborted && !me.grow.error ? me : undefined;
   };
 
-  // Typed past what has arrived of the suggestion still streaming here: wait for it, not a new one.
+  // Typed past what has arrived of the suggestion still streaming here: wait for it (typedPast).
   const following = (uri: string, prefix: string, rest: string): { ahead: Asked; typed: string } | undefined => {
     const ahead = asked.get(uri);
-    if (!ahead || ahead.grow.over || ahead.rest !== rest || !prefix.startsWith(ahead.prefix)) {
-      return undefined;
-    }
-    const typed = prefix.slice(ahead.prefix.length);
-    return typed.startsWith(ahead.grow.text) ? { ahead, typed } : undefined;
+    const typed = ahead && !ahead.grow.over ? typedPast(ahead.prefix, ahead.rest, ahead.grow.text, prefix, rest) : undefined;
+    return ahead && typed !== undefined ? { ahead, typed } : undefined;
   };
 
   // An edit that typing makes: ask at once for where the caret now is, instead of when VS Code

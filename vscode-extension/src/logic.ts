@@ -53,6 +53,21 @@ export class SuggestionCache {
   }
 }
 
+/**
+ * What was typed since a suggestion still streaming was asked for, when the person typed past
+ * what has arrived of it (the rest may still begin with the keys: wait for the stream rather
+ * than ask anew); undefined otherwise. Only once some of it has arrived: before its first text
+ * there is no telling what it begins with (after an Enter it may end with no text at all), and
+ * a new request costs the gateway one step (it stops the superseded one part way).
+ */
+export function typedPast(askedPrefix: string, askedRest: string, arrived: string, prefix: string, lineRest: string): string | undefined {
+  if (!arrived || askedRest !== lineRest || !prefix.startsWith(askedPrefix)) {
+    return undefined;
+  }
+  const typed = prefix.slice(askedPrefix.length);
+  return typed.startsWith(arrived) ? typed : undefined;
+}
+
 /** Whether the text before the cursor is the suggestion's place plus a strict beginning of it. */
 export function leadsInto(e: { prefix: string; lineRest: string; completion: string }, prefix: string, lineRest: string): boolean {
   return (

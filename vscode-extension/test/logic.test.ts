@@ -1,5 +1,5 @@
 import * as assert from "assert";
-import { ContextRing, Growing, TYPED_MAX_CHARS, caretAfter, MoveWarmer, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, requestBody, statusText } from "../src/logic";
+import { ContextRing, Growing, TYPED_MAX_CHARS, caretAfter, MoveWarmer, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, requestBody, statusText, typedPast } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
@@ -34,6 +34,16 @@ describe("SuggestionCache", () => {
     c.remember("u", "return fibo", "", "nacci(n - 1)"); // a newer, whole suggestion there
     c.forget("u", "return fibo", "", "nacci"); // the old stream's late end leaves it alone
     assert.strictEqual(c.lookup("u", "return fibo", ""), "nacci(n - 1)");
+  });
+});
+
+describe("typedPast", () => {
+  it("waits for a stream the keys go on from, once some of it has arrived", () => {
+    assert.strictEqual(typedPast("x = ", "", "comp", "x = compu", ""), "compu"); // typed past "comp": wait
+    assert.strictEqual(typedPast("x = ", "", "comp", "x = co", ""), undefined); // within it: the cache answers
+    assert.strictEqual(typedPast("x = ", "", "comp", "x = cx", ""), undefined); // typed off it: ask anew
+    assert.strictEqual(typedPast("x = ", "", "comp", "x = compu", ")"), undefined); // another line rest
+    assert.strictEqual(typedPast("x = ", "", "", "x = c", ""), undefined); // nothing arrived yet: ask anew
   });
 });
 
