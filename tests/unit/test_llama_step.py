@@ -128,7 +128,7 @@ def test_a_step_stops_when_its_flag_is_set_and_runs_whole_otherwise():
     model, _ = _model("neox", 64, 4, 2, False)
     kv, kv_plain = KVBuffer.empty(model.cfg, 16), KVBuffer.empty(model.cfg, 16)
     plain = model.fused_step(5, 0, 0, kv_plain)
-    with model.stoppable_steps() as stop:
+    with model.fused_step.stoppable() as stop:
         assert torch.equal(model.fused_step(5, 0, 0, kv), plain)
         stop.value = 1
         with pytest.raises(StepStopped):

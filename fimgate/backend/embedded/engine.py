@@ -375,8 +375,9 @@ class EmbeddedEngine:
     # -- compute (the scheduler calls these) -----------------------------------------------
     def stoppable_steps(self):
         """A context whose run_steps() can be ended from another thread (it yields the flag to
-        set; None where steps cannot stop: the torch layers, CUDA graphs)."""
-        return contextlib.nullcontext(None) if self._graphs is not None else self.model.stoppable_steps()
+        set, fused_step.py; None where steps cannot stop: the torch layers, CUDA graphs)."""
+        fused = self.model.fused_step
+        return fused.stoppable() if fused is not None and self._graphs is None else contextlib.nullcontext(None)
 
     def run_steps(self, works: list[StepWork]) -> list[torch.Tensor | list[torch.Tensor]] | None:
         """One token for each work, and its draft tokens as rows after it, in one batched step

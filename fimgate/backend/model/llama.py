@@ -19,7 +19,6 @@ what every other call runs.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -250,11 +249,6 @@ class LlamaModel:
             if out[b] is None:
                 out[b] = self._head(hs[b], argmax_only[b], only_ids[b])
         return out
-
-    def stoppable_steps(self):
-        """A context in which one-token steps can be ended between two layers from another thread
-        (fused_step.py: it yields the flag to set); where the fused step does not run, it yields None."""
-        return contextlib.nullcontext(None) if self.fused_step is None else self.fused_step.stoppable()
 
     def _head(self, h: torch.Tensor, argmax_only: bool, only_ids: list[int] | None) -> torch.Tensor:
         if argmax_only or only_ids is not None:
