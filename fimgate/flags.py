@@ -45,6 +45,14 @@ def engine_args(p: argparse.ArgumentParser) -> None:
         "multiplies bf16 natively (AVX512-BF16, AMX), float32 elsewhere; float32: the exact reference",
     )
     p.add_argument(
+        "--step-dtype",
+        default="float32",
+        choices=["auto", "float32", "bfloat16"],
+        help="bfloat16: one-token steps (decoding, a keystroke's append) multiply by bf16 copies of the linears, "
+        "fp32 activations and sums (CPU); auto: bfloat16 where the CPU multiplies bf16 natively; float32 "
+        "(default): the exact reference; --dtype int8 steps use int8 copies instead",
+    )
+    p.add_argument(
         "--head",
         default="screened",
         choices=["screened", "full"],
@@ -170,6 +178,7 @@ def engine_config(a):
             pin_policy=policy,
             dtype=a.dtype,
             prefill_dtype=a.prefill_dtype,
+            step_dtype=getattr(a, "step_dtype", "float32"),
             screened_head=a.head == "screened",
             speculate=getattr(a, "speculate", 4),
             recompute_cap=getattr(a, "recompute_cap", RECOMPUTE_CAP),

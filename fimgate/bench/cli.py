@@ -161,6 +161,12 @@ def add_parsers(b) -> None:
         help="run again with this --prefill-dtype (and --compare-dtype, if given)",
     )
     s.add_argument(
+        "--compare-step-dtype",
+        choices=["auto", "float32", "bfloat16"],
+        default=None,
+        help="run again with this --step-dtype (and the other --compare-*, if given)",
+    )
+    s.add_argument(
         "--peers",
         default=None,
         metavar="llama.cpp,vllm",

@@ -316,11 +316,15 @@ def cmd_bench_make_trace(a) -> int:
 
 
 def precision(a) -> str:
-    """A label for --dtype and --prefill-dtype: "float32", "int8+bfloat16-prompts"."""
+    """A label for --dtype, --step-dtype and --prefill-dtype: "float32", "int8+bfloat16-prompts",
+    "float32+bfloat16-steps+bfloat16-prompts"."""
     from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype
 
-    prefill = resolve_prefill_dtype(getattr(a, "prefill_dtype", "float32"), getattr(a, "device", "cpu"), a.dtype)
-    return a.dtype if prefill == "float32" else f"{a.dtype}+{prefill}-prompts"
+    device = getattr(a, "device", "cpu")
+    prefill = resolve_prefill_dtype(getattr(a, "prefill_dtype", "float32"), device, a.dtype)
+    step = "float32" if a.dtype == "int8" else resolve_prefill_dtype(getattr(a, "step_dtype", "float32"), device, a.dtype)
+    label = a.dtype if step == "float32" else f"{a.dtype}+{step}-steps"
+    return label if prefill == "float32" else f"{label}+{prefill}-prompts"
 
 
 def cmd_bench_repo_quality(a) -> int:
@@ -374,10 +378,16 @@ def cmd_bench_quality(a) -> int:
     strategies = checked_strategies(a)
     check_peer_strategies(a, strategies)
     b = argparse.Namespace(
-        **{**vars(a), "dtype": a.compare_dtype or a.dtype, "prefill_dtype": a.compare_prefill_dtype or a.prefill_dtype}
+        **{
+            **vars(a),
+            "dtype": a.compare_dtype or a.dtype,
+            "prefill_dtype": a.compare_prefill_dtype or a.prefill_dtype,
+            "step_dtype": a.compare_step_dtype or a.step_dtype,
+        }
     )
-    if (a.compare_dtype or a.compare_prefill_dtype) and precision(b) == precision(a):
-        raise UserError(f"--compare-dtype/--compare-prefill-dtype name the precision already measured ({precision(a)})")
+    compared = a.compare_dtype or a.compare_prefill_dtype or a.compare_step_dtype
+    if compared and precision(b) == precision(a):
+        raise UserError(f"--compare-*dtype name the precision already measured ({precision(a)})")
     try:
         problems = load(a.dataset, a.data_dir, a.limit)
     except (FileNotFoundError, ValueError) as e:
@@ -412,7 +422,6 @@ def cmd_bench_quality(a) -> int:
             peer_results[name] = compare(
                 run(peer, peer_strategies(strategies)), peer_strategies(strategies), f"fimgate_{precision(a)}"
             )
-    compared = a.compare_dtype or a.compare_prefill_dtype
     if compared:  # the same problems on weights of another precision
         del engine
         other = run(load_engine(b), strategies)
@@ -433,6 +442,8 @@ def cmd_bench_quality(a) -> int:
         "prefill_dtype": a.prefill_dtype,
         "compare_dtype": a.compare_dtype,
         "compare_prefill_dtype": a.compare_prefill_dtype,
+        "step_dtype": a.step_dtype,
+        "compare_step_dtype": a.compare_step_dtype,
     }
     emit(result, a.json)
     return 0

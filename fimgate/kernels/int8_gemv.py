@@ -18,6 +18,7 @@ import ctypes
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 from fimgate.kernels import cpu_build
 
@@ -49,6 +50,7 @@ KERNEL = cpu_build.Kernel(
     "int8_gemv",
     {
         "int8_gemv": ([_P, _P, _P, _P, _I, _I, _I, ctypes.c_int], None),
+        "bf16_gemv": ([_P, _P, _P, _I, _I, _I, ctypes.c_int], None),
         "int8_screen": ([_P, _P, _P, _P, _P, _P, _I, _I, ctypes.c_float, ctypes.c_float, ctypes.c_int], ctypes.c_int64),
         "int8_screen_batch": ([_P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _P, ctypes.c_float, ctypes.c_int], None),
     },
@@ -79,6 +81,20 @@ def int8_linear(x: torch.Tensor, w: Int8Rows) -> torch.Tensor:
         x.shape[0],
         torch.get_num_threads(),
     )
+    return y
+
+
+def bf16_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x: (m, k) fp32 on CPU, w: (n, k) bf16. Returns (m, n) fp32 = x @ w^T, the products in fp32
+    (the bf16 weights widened exactly); without the C kernel torch's bf16 product (x rounded to bf16)."""
+    lib = KERNEL.lib
+    if lib is None:
+        return F.linear(x.to(torch.bfloat16), w).float()
+    if x.dtype != torch.float32 or x.dim() != 2 or x.shape[1] != w.shape[1] or w.dtype != torch.bfloat16:
+        raise ValueError(f"bf16_linear: x {tuple(x.shape)} {x.dtype} against weights {tuple(w.shape)} {w.dtype}")
+    x, w = x.contiguous(), w.contiguous()
+    y = torch.empty(x.shape[0], w.shape[0])
+    lib.bf16_gemv(w.data_ptr(), x.data_ptr(), y.data_ptr(), w.shape[0], w.shape[1], x.shape[0], torch.get_num_threads())
     return y
 
 

@@ -27,10 +27,10 @@
 #include "decode_attention.c"
 
 typedef struct {
-    const void *w;        /* (rows, cols) int8 or fp32 */
+    const void *w;        /* (rows, cols) fp32, int8 or bf16 */
     const float *scale;   /* (rows,) fp32 per-row scales, int8 only */
     int64_t rows, cols;
-    int64_t int8;
+    int64_t kind;         /* FP32, INT8 or BF16 (int8_gemv.c) */
 } Linear;
 
 typedef struct {
@@ -39,10 +39,12 @@ typedef struct {
 } Layer;
 
 static void apply(const Linear *l, const float *x, float *y, int64_t m, int threads) {
-    if (l->int8)
+    if (l->kind == INT8)
         int8_gemv((const int8_t *)l->w, l->scale, x, y, l->rows, l->cols, m, threads);
+    else if (l->kind == BF16)
+        bf16_gemv((const uint16_t *)l->w, x, y, l->rows, l->cols, m, threads);
     else
-        gemv(l->w, 0, NULL, x, y, l->rows, l->cols, m, threads);
+        gemv(l->w, FP32, NULL, x, y, l->rows, l->cols, m, threads);
 }
 
 /* x * sigmoid(x), the exponential only ever of a non-positive number (decode_attention.c's

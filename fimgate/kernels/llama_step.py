@@ -5,7 +5,7 @@ for one sequence or a batch of them (each with its own cache, slot and position)
     ok = llama_step(layers, x, kv_k, kv_v, slot, cos_t, sin_t, dims)   # x (hidden,) updated in place
     ok = llama_step_batch(layers, xs, [(kv_k, kv_v), ...], slots, cos_t, sin_t, dims)   # xs (batch, hidden)
 
-A linear is an fp32 (rows, cols) tensor or kernels/int8_gemv.Int8Rows. The caller keeps the
+A linear is an fp32 or bf16 (rows, cols) tensor or kernels/int8_gemv.Int8Rows. The caller keeps the
 weights alive and decides which models fit (fimgate/backend/model/fused_step.py); this module only checks
 shapes and dtypes and returns False where the kernel is not built, so the caller runs torch.
 """
@@ -24,7 +24,10 @@ _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 
 class _Linear(ctypes.Structure):
-    _fields_ = [("w", _P), ("scale", _P), ("rows", _I), ("cols", _I), ("int8", _I)]
+    _fields_ = [("w", _P), ("scale", _P), ("rows", _I), ("cols", _I), ("kind", _I)]
+
+
+FP32, INT8, BF16 = 0, 1, 2  # _Linear.kind, as int8_gemv.c numbers them
 
 
 class _Layer(ctypes.Structure):
@@ -77,10 +80,10 @@ def kernel_available() -> bool:
 
 def _linear(w: Weight) -> _Linear:
     if isinstance(w, Int8Rows):
-        return _Linear(w.q.data_ptr(), w.scales_f32.data_ptr(), w.q.shape[0], w.q.shape[1], 1)
-    if w.dtype != torch.float32 or not w.is_contiguous() or w.device.type != "cpu":
-        raise ValueError("llama_step: fp32 linears must be contiguous CPU tensors")
-    return _Linear(w.data_ptr(), None, w.shape[0], w.shape[1], 0)
+        return _Linear(w.q.data_ptr(), w.scales_f32.data_ptr(), w.q.shape[0], w.q.shape[1], INT8)
+    if w.dtype not in (torch.float32, torch.bfloat16) or not w.is_contiguous() or w.device.type != "cpu":
+        raise ValueError("llama_step: fp32 or bf16 linears must be contiguous CPU tensors")
+    return _Linear(w.data_ptr(), None, w.shape[0], w.shape[1], BF16 if w.dtype == torch.bfloat16 else FP32)
 
 
 def pack_layers(layers: list[LayerWeights]) -> ctypes.Array:

@@ -45,6 +45,25 @@ def test_c_kernel_equals_the_dequantized_product(n, k, m):
     assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-4 * k**0.5)
 
 
+@pytest.mark.parametrize("n,k,m", [(1, 16, 1), (7, 33, 1), (9, 576, 2), (576, 1536, 4), (13, 5, 3), (40, 64, 8)])
+def test_bf16_weights_multiply_as_their_exact_fp32_values(n, k, m):
+    """bf16_gemv widens each bf16 weight exactly and keeps x and the sums in fp32: the product
+    of the bf16-rounded weights, not of x rounded to bf16 too (what torch's bf16 product does)."""
+    if not K.kernel_available():
+        pytest.skip("the C kernel is not built here")
+    torch.manual_seed(n * 7 + k)
+    w = torch.randn(n, k).to(torch.bfloat16)
+    x = torch.randn(m, k)
+    want = x.double() @ w.double().T
+    got = K.bf16_linear(x, w)
+    assert got.shape == (m, n) and got.dtype == torch.float32
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5 * k**0.5)
+    rounded_x = (x.to(torch.bfloat16).double() @ w.double().T - want).abs().max()
+    assert (got.double() - want).abs().max() < rounded_x / 20  # far closer than a bf16 x would be
+    with pytest.raises(ValueError):
+        K.bf16_linear(torch.randn(1, k + 1), w)
+
+
 def test_c_kernel_takes_a_non_contiguous_x_and_refuses_a_wrong_shape():
     if not K.kernel_available():
         pytest.skip("the C kernel is not built here")

@@ -1,7 +1,7 @@
 """One-token steps through fimgate/kernels/llama_step.c (fimgate/backend/model/fused_step.py) must be the textbook
 model's: logits of every step equal a full forward of the whole sequence computed weight by
 weight, for both RoPE layouts, grouped and plain heads, head sizes off the vector width, and
-int8 linears (against their dequantized weights)."""
+int8 and bf16 linears (against their dequantized or bf16-rounded weights)."""
 
 import dataclasses
 
@@ -20,7 +20,7 @@ from tests.unit.test_fused_layers import _reference_logits
 needs_kernel = pytest.mark.skipif(cpu_build.compiler() is None, reason="no C compiler: the torch layers run")
 
 
-def _model(layout: str, hidden: int, heads: int, kv_heads: int, int8: bool):
+def _model(layout: str, hidden: int, heads: int, kv_heads: int, step: str = "float32"):
     cfg = tiny_config(layers=3, hidden=hidden, heads=heads, kv_heads=kv_heads)
     cfg = dataclasses.replace(cfg, rope=RopeConfig(head_dim=cfg.head_dim, layout=layout))
     loaded = random_model(cfg, byte_tokenizer(), seed=7)
@@ -28,13 +28,12 @@ def _model(layout: str, hidden: int, heads: int, kv_heads: int, int8: bool):
     for name, w in loaded.tensors.items():  # norms that are not all ones
         if name.endswith("_norm"):
             w.copy_(torch.rand(w.shape, generator=g) + 0.5)
-    model = LlamaModel(cfg, loaded.tensors, int8_weights=int8)
+    model = LlamaModel(cfg, loaded.tensors, step_dtype=step)
     reference = dict(loaded.tensors)
-    if int8:  # the textbook model of what the int8 step multiplies by
-        for name, w in loaded.tensors.items():
-            if name.rsplit(".", 1)[-1] in ("q", "k", "v", "o", "gate", "up", "down"):
-                rows = quantize_rows(w)
-                reference[name] = rows.q.float() * rows.scales_f32[:, None]
+    for name, w in loaded.tensors.items():  # the textbook model of what an int8 or bf16 step multiplies by
+        if step != "float32" and name.rsplit(".", 1)[-1] in ("q", "k", "v", "o", "gate", "up", "down"):
+            rows = quantize_rows(w)
+            reference[name] = rows.q.float() * rows.scales_f32[:, None] if step == "int8" else w.to(torch.bfloat16).float()
     return model, reference
 
 
@@ -45,11 +44,18 @@ def test_the_kernel_builds_where_there_is_a_compiler():
 
 @needs_kernel
 @pytest.mark.parametrize(
-    "layout,hidden,heads,kv_heads,int8",
-    [("neox", 64, 4, 2, False), ("gptj", 72, 4, 1, False), ("neox", 72, 4, 4, True), ("gptj", 64, 4, 2, True)],
+    "layout,hidden,heads,kv_heads,step",
+    [
+        ("neox", 64, 4, 2, "float32"),
+        ("gptj", 72, 4, 1, "float32"),
+        ("neox", 72, 4, 4, "int8"),
+        ("gptj", 64, 4, 2, "int8"),
+        ("neox", 72, 4, 2, "bfloat16"),
+        ("gptj", 64, 4, 1, "bfloat16"),
+    ],
 )
-def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, int8):
-    model, reference = _model(layout, hidden, heads, kv_heads, int8)
+def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, step):
+    model, reference = _model(layout, hidden, heads, kv_heads, step)
     assert model.fused_step is not None
     calls = []
     fused = model.fused_step
@@ -61,7 +67,7 @@ def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, int8):
     model.fused_step = counting
     ids = torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(4))
     kv = KVBuffer.empty(model.cfg, 64)
-    start = 3 if int8 else 30  # a prompt through the torch layers (an int8 model's prompts of <= 4 rows are int8 too)
+    start = 30 if step == "float32" else 3  # a prompt through the torch layers (<= 4 rows take the step copies too)
     model.forward(ids[:start], torch.arange(start), kv)
     for n in range(start, 40):
         got = model.forward(ids[n : n + 1], torch.tensor([n]), kv)
@@ -72,7 +78,7 @@ def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, int8):
 
 @needs_kernel
 def test_the_torch_layers_run_when_the_kernel_is_off():
-    model, reference = _model("neox", 64, 4, 2, False)
+    model, reference = _model("neox", 64, 4, 2)
     from fimgate.kernels.llama_step import KERNEL
 
     ids = torch.randint(0, 256, (12,), generator=torch.Generator().manual_seed(5))
@@ -97,11 +103,11 @@ def test_models_the_kernel_does_not_cover_take_the_torch_layers(change):
 
 
 @needs_kernel
-@pytest.mark.parametrize("int8", [False, True])
-def test_a_batched_step_gives_each_sequence_exactly_its_step_alone(int8):
+@pytest.mark.parametrize("step", ["float32", "int8", "bfloat16"])
+def test_a_batched_step_gives_each_sequence_exactly_its_step_alone(step):
     """Five sequences (more than a 4-wide tile, caches of different lengths) in one batched call:
     each row's hidden state and K/V row are bit for bit those of the same step alone."""
-    model, _ = _model("neox", 72, 4, 2, int8)
+    model, _ = _model("neox", 72, 4, 2, step)
     g = torch.Generator().manual_seed(9)
     lengths = [3, 17, 40, 8, 25]
     kvs = [KVBuffer.empty(model.cfg, 64) for _ in lengths]
@@ -125,7 +131,7 @@ def test_a_step_stops_when_its_flag_is_set_and_runs_whole_otherwise():
     flag changes nothing (the same hidden state as a plain step); outside, the flag is ignored."""
     from fimgate.kernels.llama_step import StepStopped
 
-    model, _ = _model("neox", 64, 4, 2, False)
+    model, _ = _model("neox", 64, 4, 2)
     kv, kv_plain = KVBuffer.empty(model.cfg, 16), KVBuffer.empty(model.cfg, 16)
     plain = model.fused_step(5, 0, 0, kv_plain)
     with model.fused_step.stoppable() as stop:

@@ -71,6 +71,10 @@ class EngineConfig:
     # "bfloat16": prompts multiply by bf16 copies of the linears (CPU fp32/int8); "auto": bfloat16 on a
     # CPU that multiplies bf16 natively (model/cpu_bf16.py), float32 (the exact reference) elsewhere
     prefill_dtype: str = "float32"
+    # "bfloat16": one-token steps (decoding, a keystroke's append) multiply by bf16 copies of the
+    # linears, fp32 activations and sums (CPU fp32); "auto": bfloat16 where the CPU has native bf16
+    # products, as prefill_dtype; --dtype int8 steps take the int8 copies instead
+    step_dtype: str = "float32"
     cuda_graphs: bool = True  # on CUDA, one-token steps replay captured graphs (fimgate/backend/embedded/cuda_graphs.py)
     screened_head: bool = True  # greedy steps screen the output head in int8 (fimgate/backend/model/screened_head.py; CPU fp32)
     speculate: int = 4  # greedy decoding tries up to this many draft tokens a step (drafts.py); 0: never
@@ -81,6 +85,8 @@ class EngineConfig:
             raise ValueError(f"unsupported dtype {self.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
         if self.prefill_dtype not in ("auto", "float32", "bfloat16"):
             raise ValueError(f"unsupported prefill dtype {self.prefill_dtype!r}: auto, float32 or bfloat16")
+        if self.step_dtype not in ("auto", "float32", "bfloat16"):
+            raise ValueError(f"unsupported step dtype {self.step_dtype!r}: auto, float32 or bfloat16")
         if self.speculate < 0:
             raise ValueError("--speculate must be >= 0")
         if self.recompute_cap < 0:
@@ -147,12 +153,15 @@ class EmbeddedEngine:
         self._tokenizer = loaded.tokenizer
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
         self.prefill_dtype = resolve_prefill_dtype(config.prefill_dtype, config.device, config.dtype)
+        self.step_dtype = (
+            "int8" if config.dtype == "int8" else resolve_prefill_dtype(config.step_dtype, config.device, config.dtype)
+        )
         self.model = LlamaModel(
             loaded.config,
             loaded.tensors,
             device=config.device,
             dtype=dtype,
-            int8_weights=config.dtype == "int8",
+            step_dtype=self.step_dtype if dtype == torch.float32 else "float32",
             screened_head=config.screened_head,
             bf16_prompts=self.prefill_dtype == "bfloat16" and dtype == torch.float32,
         )
@@ -494,6 +503,7 @@ class EmbeddedEngine:
             "users": self.tree.num_users,
             "pool_bytes": self.pool_bytes,
             "prefill_dtype": self.prefill_dtype,
+            "step_dtype": self.step_dtype,
             "heap_tuned": self.heap_tuned,
             **self.governor.state(),
         }

@@ -27,10 +27,11 @@ from fimgate.kernels.rope import cos_sin, rope_tables
 
 
 def _weight(w):
-    """A layer's linear as the kernel takes it: the int8 copy a MixedWeight uses for steps, else fp32."""
-    int8 = getattr(w, "int8", None)
-    if int8 is not None:
-        return int8
+    """A layer's linear as the kernel takes it: the copy a MixedWeight uses for steps (int8 or
+    bf16), else fp32."""
+    step = getattr(w, "step", None)
+    if step is not None:
+        return step
     return getattr(w, "fp32", w)
 
 

@@ -143,15 +143,16 @@ class LlamaModel:
         tensors: dict[str, torch.Tensor],
         device: str = "cpu",
         dtype: torch.dtype = torch.float32,
-        int8_weights: bool = False,
+        step_dtype: str = "float32",
         bf16_prompts: bool = False,
         screened_head: bool = False,
     ) -> None:
-        """int8_weights: one-token steps multiply by int8 copies of the layers' linears;
-        bf16_prompts: prompts multiply by bf16 copies of them (fimgate/backend/model/mixed_linear.py, CPU fp32
-        models only); the output head and everything else stay in `dtype`. screened_head: a
-        forward asked only for its argmax screens the head with an int8 copy and computes in fp32
-        just the rows that can win (fimgate/backend/model/screened_head.py; CPU fp32 models, ignored elsewhere)."""
+        """step_dtype "int8" or "bfloat16": one-token steps multiply by int8 or bf16 copies of the
+        layers' linears (fp32 activations and sums); bf16_prompts: prompts multiply by bf16 copies
+        of them (fimgate/backend/model/mixed_linear.py, CPU fp32 models only); the output head and
+        everything else stay in `dtype`. screened_head: a forward asked only for its argmax screens
+        the head with an int8 copy and computes in fp32 just the rows that can win
+        (fimgate/backend/model/screened_head.py; CPU fp32 models, ignored elsewhere)."""
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype = dtype
@@ -173,12 +174,13 @@ class LlamaModel:
             if missing:
                 raise ValueError(f"layer {i} lacks weights {missing}")
             _fuse(layer)
-        if int8_weights or bf16_prompts:
+        step_copy = None if step_dtype == "float32" else step_dtype
+        if step_copy or bf16_prompts:
             if self.device.type != "cpu" or dtype != torch.float32:
-                raise ValueError("int8 steps and bf16 prompts are for float32 models on CPU")
+                raise ValueError("int8 or bf16 steps and bf16 prompts are for float32 models on CPU")
             for layer in self.layers:
                 for name in _MIXED_LINEARS:
-                    layer[name] = MixedWeight(layer[name], step_int8=int8_weights, prompt_bf16=bf16_prompts)
+                    layer[name] = MixedWeight(layer[name], step=step_copy, prompt_bf16=bf16_prompts)
         self.inv_freq = inv_frequencies(cfg.rope).to(self.device)
         self.local_inv_freq = inv_frequencies(cfg.local_rope).to(self.device) if cfg.local_rope else self.inv_freq
         self._act = (lambda x: F.gelu(x, approximate="tanh")) if cfg.activation == "gelu_tanh" else F.silu

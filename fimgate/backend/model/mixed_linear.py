@@ -1,6 +1,6 @@
 """Linears that multiply in a cheaper precision than the model's fp32 weights, chosen by how many
-tokens they see at once (CPU). The fp32 default uses neither; both are opt-in and measured with
-`fimgate bench quality --compare-dtype`.
+tokens they see at once (CPU). Each is measured with `fimgate bench quality --compare-dtype`
+(`--compare-step-dtype`, `--compare-prefill-dtype`).
 
 One-token steps, `--dtype int8` (decoding, a keystroke's 1-token append). A decode step reads
 every weight once, and on a 2-core VM it is bound by that read: fp32 SmolLM2-135M is ~540 MB per
@@ -16,6 +16,10 @@ here: an int8 head's rounding flips near-tied greedy choices (85.0% of completio
 fp32 with it, 89.0% without); greedy steps screen it in int8 and decide in fp32 instead
 (fimgate/backend/model/screened_head.py), which keeps the fp32 argmax.
 
+One-token steps, `--step-dtype bfloat16`: the bf16 copy prompts use (made for steps alone
+where prompts stay fp32), widened exactly to fp32 in the same C kernel (bf16_gemv): half the
+bytes of fp32, and only the weights are rounded - activations and sums stay fp32.
+
 Prompts, `--prefill-dtype bfloat16` (more than MAX_STEP_ROWS tokens: a cold prompt, a re-anchor,
 a warm-up). A prefill is bound by its matmuls, and on a CPU with AMX a bf16 GEMM is ~7x an fp32
 one (`python -m fimgate.bench.micro.cpu_matmul`: 1,000 x 576 x 1,536 in 7.4 ms fp32, 1.0 ms bf16). The layers'
@@ -28,31 +32,36 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from fimgate.kernels.int8_gemv import int8_linear, quantize_rows
+from fimgate.kernels.int8_gemv import Int8Rows, bf16_linear, int8_linear, quantize_rows
 
 MAX_STEP_ROWS = 4  # at most this many tokens at once are a "step"; more are a prompt
 
 
 class MixedWeight:
-    """An (out, in) fp32 weight, with a per-row int8 copy (bf16 scales) for steps and/or a bf16
-    copy for prompts."""
+    """An (out, in) fp32 weight, with a copy for steps (`step`: "int8", per-row int8 with bf16
+    scales, or "bfloat16") and/or a bf16 copy for prompts (one bf16 copy serves both)."""
 
-    def __init__(self, w: torch.Tensor, step_int8: bool = False, prompt_bf16: bool = False) -> None:
+    def __init__(self, w: torch.Tensor, step: str | None = None, prompt_bf16: bool = False) -> None:
+        if step not in (None, "int8", "bfloat16"):
+            raise ValueError(f"step copies are int8 or bfloat16, not {step}")
         self.fp32 = w.detach().float().contiguous()
         self.shape = tuple(self.fp32.shape)
-        self.int8 = self.bf16 = None
-        if step_int8:
-            self.int8 = quantize_rows(self.fp32)
-        if prompt_bf16:
-            self.bf16 = self.fp32.to(torch.bfloat16)
+        self.bf16 = self.fp32.to(torch.bfloat16) if prompt_bf16 or step == "bfloat16" else None
+        self.prompt_bf16 = prompt_bf16
+        self.step: Int8Rows | torch.Tensor | None = None  # what one-token steps multiply by (FusedStep too)
+        if step == "int8":
+            self.step = quantize_rows(self.fp32)
+        elif step == "bfloat16":
+            self.step = self.bf16
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         if flat.shape[0] <= MAX_STEP_ROWS:
-            if self.int8 is None:
+            if self.step is None:
                 return F.linear(x, self.fp32)
-            return int8_linear(flat, self.int8).reshape(*x.shape[:-1], self.shape[0])
-        if self.bf16 is None:
+            mul = int8_linear if isinstance(self.step, Int8Rows) else bf16_linear
+            return mul(flat, self.step).reshape(*x.shape[:-1], self.shape[0])
+        if not self.prompt_bf16:
             return F.linear(x, self.fp32)
         return F.linear(x.to(torch.bfloat16), self.bf16).float()
 
