@@ -318,12 +318,12 @@ def cmd_bench_make_trace(a) -> int:
 def precision(a) -> str:
     """A label for --dtype, --step-dtype and --prefill-dtype: "float32", "int8+bfloat16-prompts",
     "float32+bfloat16-steps+bfloat16-prompts"."""
-    from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype
+    from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype, resolve_step_dtype
 
     device = getattr(a, "device", "cpu")
     prefill = resolve_prefill_dtype(getattr(a, "prefill_dtype", "float32"), device, a.dtype)
-    step = "float32" if a.dtype == "int8" else resolve_prefill_dtype(getattr(a, "step_dtype", "float32"), device, a.dtype)
-    label = a.dtype if step == "float32" else f"{a.dtype}+{step}-steps"
+    step = resolve_step_dtype(getattr(a, "step_dtype", "float32"), device, a.dtype)
+    label = a.dtype if step in ("float32", "int8") else f"{a.dtype}+{step}-steps"
     return label if prefill == "float32" else f"{label}+{prefill}-prompts"
 
 

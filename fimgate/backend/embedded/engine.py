@@ -45,7 +45,7 @@ from fimgate.backend.embedded.heap import keep_large_buffers
 from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
 from fimgate.backend.embedded.shifted_reuse import RECOMPUTE_CAP, select_recompute, uncovered, usable_spans
 from fimgate.backend.embedded.threads import ThreadGovernor
-from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype
+from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype, resolve_step_dtype
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
 from fimgate.backend.model.weights import LoadedModel, load_model
 from fimgate.backend.pinning import KeystrokePins
@@ -153,9 +153,7 @@ class EmbeddedEngine:
         self._tokenizer = loaded.tokenizer
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
         self.prefill_dtype = resolve_prefill_dtype(config.prefill_dtype, config.device, config.dtype)
-        self.step_dtype = (
-            "int8" if config.dtype == "int8" else resolve_prefill_dtype(config.step_dtype, config.device, config.dtype)
-        )
+        self.step_dtype = resolve_step_dtype(config.step_dtype, config.device, config.dtype)
         self.model = LlamaModel(
             loaded.config,
             loaded.tensors,
