@@ -196,7 +196,7 @@ def cmd_bench_editor(a) -> int:
         print(
             f"{name:15s} key -> ghost text p50 {r['p50_ms']} ms, p90 {r['p90_ms']} ms (all keys; none = last) | "
             f"shown {r['shown_share']:.1%} useful {r['useful_share']:.1%} ({r['useful_chars']} chars; first line "
-            f"{r['useful_line_share']:.1%}) | "
+            f"{r['useful_line_share']:.1%}; by word {r['word_accept_share']:.1%}, {r['word_accept_chars']} chars) | "
             f"shown only: p50 {r['shown_p50_ms']} p90 {r['shown_p90_ms']} | faithful {r['faithful']}",
             file=sys.stderr,
         )
@@ -253,7 +253,8 @@ def cmd_bench_lsp(a) -> int:
         result["runs"].append({"settings": settings, **r})
         print(
             f"settings {json.dumps(settings):28s} key -> answer p50 {r['p50_ms']} ms, p90 {r['p90_ms']} ms (all keys) | "
-            f"answered {r['shown_share']:.1%} useful {r['useful_share']:.1%} ({r['useful_chars']} chars) | "
+            f"answered {r['shown_share']:.1%} useful {r['useful_share']:.1%} ({r['useful_chars']} chars; by word "
+            f"{r['word_accept_share']:.1%}, {r['word_accept_chars']} chars) | "
             f"answered only: p50 {r['shown_p50_ms']} p90 {r['shown_p90_ms']}",
             file=sys.stderr,
         )

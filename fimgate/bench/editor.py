@@ -193,6 +193,25 @@ def _pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
+def _word(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def word_accept_chars(shown: str, typed_next: str) -> int:
+    """How much of `shown` the person could take with VS Code's accept-word (Ctrl+Right) and still
+    have typed what they typed next: the common beginning, cut back to the last word boundary
+    within it. A suggestion right for its first words and wrong after them is worth those words
+    here, and nothing in `useful` (which asks for the whole text)."""
+    n = 0
+    while n < len(shown) and n < len(typed_next) and shown[n] == typed_next[n]:
+        n += 1
+    if n == len(shown):
+        return n
+    while n > 0 and _word(shown[n - 1]) and _word(shown[n]):
+        n -= 1
+    return n
+
+
 def summarize(keys: list[dict], typed_next: list[str]) -> dict:
     """Per-key times (None: not shown before the next key, sorts last), shown and useful shares."""
     lat = [k["shown_ms"] if k["shown_ms"] is not None and k["shown_ms"] <= k["window_ms"] else None for k in keys]
@@ -202,12 +221,15 @@ def summarize(keys: list[dict], typed_next: list[str]) -> dict:
     # a multi-line suggestion whose first line is right is worth a line (VS Code accepts by word and line)
     first = [s.split("\n", 1)[0] if s.split("\n", 1)[0].strip() else s for s in shown]
     useful_line = [bool(f.strip()) and t is not None and nxt.startswith(f) for f, t, nxt in zip(first, lat, typed_next)]
+    words = [word_accept_chars(s, nxt) if t is not None and s.strip() else 0 for s, t, nxt in zip(shown, lat, typed_next)]
     return {
         "keys": len(keys),
         "shown_share": round(sum(x is not None for x in lat) / max(1, len(lat)), 3),
         "useful_share": round(sum(useful) / max(1, len(lat)), 3),
         "useful_chars": sum(len(s) for s, u in zip(shown, useful) if u),
         "useful_line_share": round(sum(useful_line) / max(1, len(lat)), 3),
+        "word_accept_share": round(sum(w > 0 for w in words) / max(1, len(lat)), 3),  # keys with a right first word
+        "word_accept_chars": sum(words),
         "p50_ms": _pct(inf, 0.5),
         "p90_ms": _pct(inf, 0.9),
         "shown_p50_ms": _pct([x for x in lat if x is not None], 0.5),

@@ -60,6 +60,17 @@ def test_a_key_counts_as_shown_only_before_the_next_key_and_useful_only_if_typed
     assert r["useful_share"] == 0.25 and r["useful_line_share"] == 0.5
     assert r["p50_ms"] == float("inf")  # half the keys never showed anything: they sort last
     assert r["shown_p50_ms"] == 120
+    assert r["word_accept_share"] == 0.5 and r["word_accept_chars"] == len("ute(1)") + len("foo\n")
+
+
+def test_accepting_by_word_takes_the_right_words_and_stops_inside_none():
+    from fimgate.bench.editor import word_accept_chars
+
+    assert word_accept_chars("self.request.view_args", "self.request.url") == len("self.request.")
+    assert word_accept_chars("request()", "request_ctx") == len("request")  # a whole word of the suggestion, typed on
+    assert word_accept_chars("requests", "request_ctx") == 0  # the suggestion's word is wrong: nothing to take
+    assert word_accept_chars("lf", "lf.request") == 2  # the whole suggestion, typed on
+    assert word_accept_chars("x = 1", "y = 1") == 0
 
 
 def test_a_package_older_than_its_sources_is_refused(tmp_path):
