@@ -64,6 +64,20 @@ def test_bf16_weights_multiply_as_their_exact_fp32_values(n, k, m):
         K.bf16_linear(torch.randn(1, k + 1), w)
 
 
+@pytest.mark.parametrize("k", [5, 33, 72, 576])
+def test_bf16_rows_of_a_batch_equal_each_row_alone(k):
+    """More than 4 rows of x take the widened-block path: each row's numbers are still the ones it
+    gets alone (a batched step equals the step alone, bit for bit)."""
+    if not K.kernel_available():
+        pytest.skip("the C kernel is not built here")
+    torch.manual_seed(k)
+    w = torch.randn(43, k).to(torch.bfloat16)
+    x = torch.randn(8, k)
+    alone = torch.cat([K.bf16_linear(x[i : i + 1], w) for i in range(8)])
+    for m in (5, 8):
+        assert torch.equal(K.bf16_linear(x[:m], w), alone[:m])
+
+
 def test_c_kernel_takes_a_non_contiguous_x_and_refuses_a_wrong_shape():
     if not K.kernel_available():
         pytest.skip("the C kernel is not built here")
