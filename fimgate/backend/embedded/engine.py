@@ -153,13 +153,16 @@ class EmbeddedEngine:
         self._tokenizer = loaded.tokenizer
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
         self.prefill_dtype = resolve_prefill_dtype(config.prefill_dtype, config.device, config.dtype)
-        self.step_dtype = resolve_step_dtype(config.step_dtype, config.device, config.dtype)
+        # what a one-token step multiplies by: a copy of the fp32 weights, or a bf16 model's own weights
+        self.step_dtype = (
+            resolve_step_dtype(config.step_dtype, config.device, config.dtype) if dtype == torch.float32 else "bfloat16"
+        )
         self.model = LlamaModel(
             loaded.config,
             loaded.tensors,
             device=config.device,
             dtype=dtype,
-            step_dtype=self.step_dtype if dtype == torch.float32 else "float32",
+            step_dtype=self.step_dtype if dtype == torch.float32 else "float32",  # a bf16 model has no copies
             screened_head=config.screened_head,
             bf16_prompts=self.prefill_dtype == "bfloat16" and dtype == torch.float32,
         )
