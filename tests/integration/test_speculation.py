@@ -2,7 +2,9 @@
 suggestions with drafts are the plain greedy ones token for token, for a first request (drafts
 from the prompt) and for the next one after the person typed half of it (drafts from the last
 suggestion too). HumanEval single-line infilling: FIMGATE_SPECULATION_ALL=1, every problem; else
-a spread 30."""
+a spread 30. Twice: at fp32 (the exact engine the other tests share) and at the precision
+`fimgate serve` runs by default (`--prefill-dtype auto --step-dtype auto`: bf16 copies on a CPU
+with bf16 products), where draft rows go through the same bf16 step as plain decoding."""
 
 import os
 from dataclasses import replace
@@ -23,13 +25,26 @@ def problems():
     return humaneval_or_skip("single-line", N)
 
 
+@pytest.fixture(scope="module")
+def served_engine(bundled_path):
+    """The engine `fimgate serve` builds with its default flags."""
+    from fimgate.backend.embedded.engine import EmbeddedEngine
+    from fimgate.cli import build_parser
+    from fimgate.flags import engine_config
+
+    config = engine_config(build_parser().parse_args(["serve"]))
+    return EmbeddedEngine.from_path(bundled_path, replace(config, budget_tokens=8192, num_slots=2))
+
+
 def _ask(engine, svc, state, speculate: int):
     engine.speculate = speculate
     r = svc.complete(state, SamplingParams(max_tokens=48))
     return r, engine._last_outputs[(state.user_id, state.document_id)]
 
 
-def test_speculation_changes_no_greedy_suggestion(engine, problems):
+@pytest.mark.parametrize("which", ["engine", "served_engine"])
+def test_speculation_changes_no_greedy_suggestion(which, problems, request):
+    engine = request.getfixturevalue(which)
     svc = CompletionService(engine, EfimPlanner(engine.tokenizer, TEMPLATES["smollm2"]), type_through=False)
     was = engine.speculate
     compared = drafted = accepted = 0
@@ -54,6 +69,7 @@ def test_speculation_changes_no_greedy_suggestion(engine, problems):
                     differ.append((p.task_id, a.text, b.text))
     finally:
         engine.speculate = was
-    print(f"\nspeculation: {compared - len(differ)}/{compared} identical; draft tokens {drafted}, accepted {accepted}")
+    same = compared - len(differ)
+    print(f"\n{which} ({engine.step_dtype} steps): {same}/{compared} identical; drafted {drafted}, accepted {accepted}")
     assert not differ, differ[:5]
     assert accepted > 0 and drafted >= accepted  # usage says what the drafts did
