@@ -153,18 +153,17 @@ class EmbeddedEngine:
         self._tokenizer = loaded.tokenizer
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
         self.prefill_dtype = resolve_prefill_dtype(config.prefill_dtype, config.device, config.dtype)
-        # what a one-token step multiplies by: a copy of the fp32 weights, or a bf16 model's own weights
-        self.step_dtype = (
-            resolve_step_dtype(config.step_dtype, config.device, config.dtype) if dtype == torch.float32 else "bfloat16"
-        )
+        fp32_model = dtype == torch.float32  # only fp32 weights get int8 or bf16 copies
+        copies = resolve_step_dtype(config.step_dtype, config.device, config.dtype) if fp32_model else "float32"
+        self.step_dtype = copies if fp32_model else "bfloat16"  # what a one-token step multiplies by
         self.model = LlamaModel(
             loaded.config,
             loaded.tensors,
             device=config.device,
             dtype=dtype,
-            step_dtype=self.step_dtype if dtype == torch.float32 else "float32",  # a bf16 model has no copies
+            step_dtype=copies,
             screened_head=config.screened_head,
-            bf16_prompts=self.prefill_dtype == "bfloat16" and dtype == torch.float32,
+            bf16_prompts=self.prefill_dtype == "bfloat16" and fp32_model,
         )
         cfg = loaded.config
         self.capacity = min(config.max_context, cfg.max_position)
