@@ -13,7 +13,9 @@ Holes and the context a client would send come from fimgate/bench/workloads/repo
                        (its cursor in the chunk's middle): the chunk is placed from that file's
                        cached prompt (a reuse hint from another session) instead of prefilled
     reuse-drop[:S]     anchored with one more chunk at the front (the ring evicted its oldest)
-    reuse-reorder[:S]  anchored with the chunks in reverse order
+    reuse-reorder[:S]  anchored with the chunks in reverse order: the planner shows chunks in the
+                       order they first came (efim/chunk_order.py), so the request's prompt is
+                       the anchor's, a prefix hit (a hole with one chunk has no order: an add)
 
 Single-line, greedy: differences come from the prompt and the cache alone. Reported per row:
 exact match, edit similarity, identifier match (the completion's identifiers are the answer's,

@@ -8,8 +8,10 @@ their fixed prompt tokens. What the person typed since, `inc`, is appended after
 
 - EFIM append: the document still holds P right before the cursor (with inc between) and S
   right after it, and inc is within budget. The prompt extends the last one: a prefix hit.
-- Re-anchor: anything else (cursor jump, edit outside inc, inc over budget, new context). The
-  window is recut; old tokens that reappear elsewhere in the new prompt become reuse hints.
+- Re-anchor: anything else (cursor jump, edit outside inc, inc over budget, a context chunk
+  added or dropped). The window is recut; old tokens that reappear elsewhere in the new prompt
+  become reuse hints. Context chunks are shown in the order the user's requests first carried
+  them (chunk_order.py): a client moving a chunk within its ring changes nothing.
 - Cold: the session's first request.
 
 Reuse hints come from the session's previous prompt first, then from the prompts its last
@@ -25,10 +27,11 @@ cut short by the next key still takes its moved text from the cache instead of p
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 from fimgate.backend.base import FimPlan, HealingConstraint, ReuseClass, ReuseHint, SamplingParams, Tokenizer
+from fimgate.efim.chunk_order import ChunkOrder
 from fimgate.efim.fragment import tokenize_fragment
 from fimgate.efim.templates import ContextChunk, FimTemplate, Segment
 from fimgate.efim.window import WindowConfig, cut_window
@@ -67,7 +70,7 @@ class _Session:
     fixed_ids: tuple[int, ...]
     open_tail: str  # open text after its last stable split; inc is appended to it
     path: str
-    context: tuple[ContextChunk, ...]
+    context: tuple[ContextChunk, ...]  # the chunks shown, in the order shown (ChunkOrder)
     last_prompt: tuple[int, ...] = ()
     earlier: tuple[tuple[int, ...], ...] = ()  # the prompts the last anchors were made after, newest first
     anchor_hints: tuple[ReuseHint, ...] = ()  # the anchor's hints within its fixed ids (EFIM appends carry them)
@@ -104,6 +107,7 @@ class EfimPlanner:
         self.window = window
         self.max_sessions = max_sessions
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
+        self.chunk_order = ChunkOrder()
         self._sentinel_ids = {}
         for s in template.sentinels():
             tid = tokenizer.token_id(s)
@@ -189,7 +193,7 @@ class EfimPlanner:
         """The text typed since the anchor, or None when the request is not an EFIM append."""
         text, cur = state.text, state.cursor
         anchor_end = s.prefix_start + len(s.prefix)
-        if state.path != s.path or state.context != s.context or cur < anchor_end:
+        if state.path != s.path or cur < anchor_end or not self._same_context(s, state):
             return None
         if not text.startswith(s.prefix, s.prefix_start) or not text.startswith(s.suffix, cur):
             return None
@@ -200,7 +204,7 @@ class EfimPlanner:
     def _anchor(self, state: EditorState, old: _Session | None) -> _Session:
         w = cut_window(state.text, state.cursor, self.tok, self.window)
         prefix, suffix = state.text[w.prefix_start : w.cursor], state.text[w.cursor : w.suffix_end]
-        context = fit_context(state.context, self.window.context_chars)
+        context = self.chunk_order.arrange(state.user_id, fit_context(state.context, self.window.context_chars))
         segs, open_text = self.template.render(prefix, suffix, path=state.path, context=context)
         head = tokenize_fragment(self.tok, open_text)
         bos = (self.tok.bos_id,) if getattr(self.tok, "add_bos", False) else ()
@@ -212,12 +216,18 @@ class EfimPlanner:
             fixed_ids=fixed,
             open_tail=head.heal,
             path=state.path,
-            context=state.context,
+            context=context,
             head=state.text[:HEAD_CHARS],
             num_requests=old.num_requests if old else 0,
             num_reanchors=(old.num_reanchors + 1) if old else 0,
             earlier=_newest_first(old.last_prompt, old.earlier, EARLIER_PROMPTS) if old else (),
         )
+
+    def _same_context(self, s: _Session, state: EditorState) -> bool:
+        """The request shows the session's chunks, in whatever order the client sent them."""
+        if state.context == s.context:
+            return True
+        return Counter(fit_context(state.context, self.window.context_chars)) == Counter(s.context)
 
     def _encode(self, segs: list[Segment]) -> tuple[int, ...]:
         ids: list[int] = []
