@@ -353,6 +353,7 @@ def cmd_bench_repo_quality(a) -> int:
     result = run_repo_quality(engine, tmpl, holes, rows, a.max_tokens)
     for row in result.values():
         row.pop("completions", None)
+        row.pop("similarities", None)
     result["settings"] = {
         "dataset": "repo",
         "repo": a.repo or "../shared/repos/flask-301.bundle",

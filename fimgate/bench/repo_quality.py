@@ -20,7 +20,8 @@ Holes and the context a client would send come from fimgate/bench/workloads/repo
 Single-line, greedy: differences come from the prompt and the cache alone. Reported per row:
 exact match, edit similarity, identifier match (the completion's identifiers are the answer's,
 in order: CrossCodeEval's ID-EM), and tokens: prompt, prefix-cached, shifted, recomputed,
-prefilled, and computed share = (prefilled + recomputed) / prompt.
+prefilled, and computed share = (prefilled + recomputed) / prompt; and each row's edit similarity
+minus the reference's (context, else the first row), hole by hole, with a 95% bootstrap interval.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import sys
 import time
 
 from fimgate.backend.base import SamplingParams, last_finished
+from fimgate.bench.paired import paired_difference
 from fimgate.bench.similarity import edit_similarity
 from fimgate.bench.strategies import CORRECTION_BUDGET, Strategy
 from fimgate.bench.workloads.repo_holes import IDENT, RepoHole
@@ -120,6 +122,9 @@ def run_repo_quality(
     for row in rows:
         same = [a == b for a, b in zip(result[row]["completions"], result[reference]["completions"])]
         result[row][f"same_completion_as_{reference}"] = round(100 * sum(same) / max(1, len(same)), 1)
+        if row != reference:
+            diff = paired_difference(result[row]["similarities"], result[reference]["similarities"])
+            result[row][f"edit_similarity_minus_{reference}"] = diff
     return result
 
 
@@ -140,4 +145,5 @@ def summarize(rows: list[dict]) -> dict:
         "prefilled_tokens_mean": mean("prefilled"),
         "computed_share_mean": round(statistics.fmean(computed), 3) if rows else 0.0,
         "completions": [r["completion"] for r in rows],
+        "similarities": [r["similarity"] for r in rows],
     }
