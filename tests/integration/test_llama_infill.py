@@ -113,3 +113,17 @@ def test_a_ring_buffer_warm_up_leaves_the_typing_session_alone(url):
     typed = _infill(url, llama_vscode_body(PREFIX_LINES, LINE + "w", SUFFIX, **user))
     usage = typed["fimgate"]
     assert usage["cached_tokens"]["prefix"] >= usage["prompt_tokens"] - 3, usage  # still an EFIM append
+
+
+def test_a_ring_that_moves_a_chunk_to_its_end_costs_no_prefill(url):
+    """llama.vscode's ring and clients that rank snippets send the same chunks in a new order; the
+    gateway shows them in the order they first came, so the next key is still a prefix hit."""
+    user = {"user": "reorder"}
+    a = {"filename": "util.py", "text": "def helper(x):\n    return x * 2\n"}
+    b = {"filename": "shapes.py", "text": "class Square:\n    def __init__(self, side):\n        self.side = side\n"}
+    first = _infill(url, llama_vscode_body(PREFIX_LINES, LINE, SUFFIX, chunks=[a, b], **user))
+    typed = LINE + "zq"  # not how the suggestion starts: the model runs (no type-through)
+    moved = _infill(url, llama_vscode_body(PREFIX_LINES, typed, SUFFIX, chunks=[b, a], **user))
+    usage = moved["fimgate"]
+    assert usage["prompt_tokens"] >= first["fimgate"]["prompt_tokens"]
+    assert usage["cached_tokens"]["prefix"] >= usage["prompt_tokens"] - 3, usage
