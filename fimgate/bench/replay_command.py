@@ -156,8 +156,11 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
                     )
                     per_strategy[label] = outcomes
                     result[label] = summarize(outcomes)
-        from fimgate.bench.replay import usefulness_against
+        from fimgate.bench.replay import complete_in_readable_windows, usefulness_against
 
+        windows = {r.index: r.next_event_ms - r.t_ms for part in slices for r in part if r.next_event_ms is not None}
+        for label, outcomes in per_strategy.items():
+            result[label]["complete_in_readable_windows"] = complete_in_readable_windows(outcomes, windows)
         reference = next((label for label in per_strategy if label.startswith("no-cache")), None)
         for label in per_strategy:
             if reference and label != reference:

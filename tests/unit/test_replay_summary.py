@@ -1,6 +1,6 @@
 """The replay's summary: TTFT over all typing requests does not flatter a strategy that drops most."""
 
-from fimgate.bench.replay import Outcome, summarize, tail_causes, user_slices
+from fimgate.bench.replay import Outcome, complete_in_readable_windows, summarize, tail_causes, user_slices
 from fimgate.bench.workloads.trace import TraceRequest
 
 
@@ -19,6 +19,22 @@ def test_a_strategy_that_drops_most_requests_shows_nothing_at_p50_over_all_reque
     assert drops["ttft_ms_all_requests"]["p50"] is None  # ...but most people saw nothing
     assert keeps_up["ttft_ms_all_requests"]["p50"] == 55.0 and keeps_up["ran_share"] == 1.0
     assert drops["ran_share"] == 0.3
+
+
+def test_requests_with_no_time_to_read_are_left_out_of_the_readable_window_figure():
+    """Ten requests: three with 20-40 ms before the next key, all superseded; over all requests the
+    p90 is never, over those a person could read (>= 100 ms, and the last, which has no next key)
+    every suggestion was complete."""
+    fast = [Outcome(0, 5.0, 30.0 + i, late=False, cancelled=False, dropped=False, index=i) for i in range(7)]
+    superseded = [Outcome(0, 5.0, None, late=False, cancelled=True, dropped=False, index=7 + i) for i in range(3)]
+    outcomes = fast + superseded
+    windows = {i: 150.0 for i in range(6)} | {7: 20.0, 8: 30.0, 9: 40.0}  # 6 is the last request: no window
+    assert summarize(outcomes)["complete_ms_all_requests"]["p90"] is None
+    readable = complete_in_readable_windows(outcomes, windows)
+    assert readable["requests"] == 7 and readable["complete_share"] == 1.0
+    assert readable["complete_ms"] == {"p50": 33.0, "p90": 36.0, "p99": 36.0}
+    slow = complete_in_readable_windows([Outcome(0, 5.0, None, False, True, False, index=0)], {0: 500.0})
+    assert slow["complete_share"] == 0.0 and slow["complete_ms"]["p50"] is None  # superseded with time to spare: never
 
 
 def test_time_scale_stretches_every_gap_of_each_person():
