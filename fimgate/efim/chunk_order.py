@@ -1,8 +1,9 @@
 """The order a user's context chunks are shown in: the order they were first seen.
 
-Clients keep context in rings ordered by recency: llama.vscode moves a chunk it sees again to the
-end of its ring, fimgate's extension moves a file it revisits to the end. Shown in the client's
-order, every such move changes the prompt from the moved chunk on: a re-anchor. Shown in the order
+Clients order context by recency or by rank: fimgate's extension moves the chunk of a file left
+again at the same place to the end of its ring; retrieval (Tabby's, Continue's) ranks snippets anew
+for each request. Shown in the client's order, every such move changes the prompt from the moved
+chunk on: a re-anchor. Shown in the order
 each chunk first arrived, a move changes nothing; chunks that have been there longest (the stable
 ones) come first, a new chunk comes last, right before the file, and the ring dropping its oldest
 drops the prompt's first chunk. On flask-301's holes the order itself moves edit similarity by 0.2

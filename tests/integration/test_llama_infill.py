@@ -116,8 +116,9 @@ def test_a_ring_buffer_warm_up_leaves_the_typing_session_alone(url):
 
 
 def test_a_ring_that_moves_a_chunk_to_its_end_costs_no_prefill(url):
-    """llama.vscode's ring and clients that rank snippets send the same chunks in a new order; the
-    gateway shows them in the order they first came, so the next key is still a prefix hit."""
+    """A client whose ring moves a chunk to its end, or that ranks snippets anew, sends the same
+    chunks in a new order; the gateway shows them in the order they first came, so the next key
+    is still a prefix hit."""
     user = {"user": "reorder"}
     a = {"filename": "util.py", "text": "def helper(x):\n    return x * 2\n"}
     b = {"filename": "shapes.py", "text": "class Square:\n    def __init__(self, side):\n        self.side = side\n"}
