@@ -3,7 +3,7 @@ moving a chunk changes no prompt; a new chunk comes last; one user's order is ne
 
 from fimgate.backend.base import ReuseClass
 from fimgate.efim.chunk_order import ChunkOrder
-from fimgate.efim.planner import EditorState, EfimPlanner
+from fimgate.efim.planner import EditorState, EfimPlanner, common_prefix_len
 from fimgate.efim.templates import TEMPLATES, ContextChunk
 from fimgate.efim.window import WindowConfig
 
@@ -49,13 +49,6 @@ def test_typing_on_after_the_client_reordered_its_chunks_is_still_an_efim_append
     assert moved.prompt_ids[: len(first.prompt_ids) - 2] == first.prompt_ids[:-2]  # (the open tail re-tokenizes)
 
 
-def _common_prefix(a, b):
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
 def test_a_reanchor_after_a_reorder_shows_the_same_chunks_and_a_new_chunk_only_appends(smol_tok):
     p = _planner(smol_tok)
     first = p.plan(EditorState("u", "v.py", DOC, len(DOC), path="v.py", context=(A, B)))
@@ -64,9 +57,9 @@ def test_a_reanchor_after_a_reorder_shows_the_same_chunks_and_a_new_chunk_only_a
     assert jumped.reuse_class is ReuseClass.REANCHOR
     sep = smol_tok.token_id("<file_sep>")
     after_chunks = [i for i, t in enumerate(first.prompt_ids) if t == sep][2]  # <file_sep> a, b, then the file
-    assert _common_prefix(jumped.prompt_ids, first.prompt_ids) > after_chunks  # a then b, as they first arrived
+    assert common_prefix_len(jumped.prompt_ids, first.prompt_ids) > after_chunks  # a then b, as they first arrived
     added = p.plan(EditorState("u", "v.py", DOC, cursor, path="v.py", context=(B, A, C)))
-    assert _common_prefix(added.prompt_ids, jumped.prompt_ids) > after_chunks  # c goes after them
+    assert common_prefix_len(added.prompt_ids, jumped.prompt_ids) > after_chunks  # c goes after them
     shown = smol_tok.decode(list(added.prompt_ids))
     assert shown.index("class Box") < shown.index("UNITS") < shown.index("from a import area")
     other = p.plan(EditorState("w", "v.py", DOC, cursor, path="v.py", context=(B, A)))
