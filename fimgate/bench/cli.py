@@ -150,7 +150,7 @@ def add_parsers(b) -> None:
     s.add_argument("--data-dir", default=None)
     s.add_argument(
         "--compare-dtype",
-        choices=["float32", "bfloat16", "int8"],
+        choices=["auto", "float32", "bfloat16", "int8"],
         default=None,
         help="run again with this --dtype and report the share of identical completions",
     )

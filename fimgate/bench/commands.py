@@ -13,7 +13,7 @@ from fimgate.flags import UserError, checked_strategies, load_engine, load_servi
 
 
 def cmd_bench_prefill(a) -> int:
-    from fimgate.backend.model.bundled import resolve_model
+    from fimgate.backend.model.registry import resolve_model
     from fimgate.backend.model.weights import load_tokenizer
     from fimgate.bench.prefill_count import count_prefill
     from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
@@ -60,7 +60,7 @@ def check_peer_strategies(a, strategies: list[str]) -> list[str]:
 @contextlib.contextmanager
 def open_peers(a, engine):
     """The --peers, started on the model `engine` runs ({} without --peers), or a UserError."""
-    from fimgate.backend.model.bundled import resolve_model
+    from fimgate.backend.model.registry import resolve_model
     from fimgate.bench.peers.registry import open_peers
 
     names = peer_names(a)
@@ -105,7 +105,7 @@ def cmd_bench_engine(a) -> int:
 
 
 def _bench_batch(a) -> int:
-    from fimgate.backend.model.bundled import resolve_model
+    from fimgate.backend.model.registry import resolve_model
     from fimgate.bench import batch_decode
 
     try:
@@ -319,12 +319,23 @@ def cmd_bench_make_trace(a) -> int:
 def precision(a) -> str:
     """A label for --dtype, --step-dtype and --prefill-dtype: "float32", "int8+bfloat16-prompts",
     "float32+bfloat16-steps+bfloat16-prompts"."""
+    from fimgate.backend.embedded.engine import QUANTIZED
     from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype, resolve_step_dtype
+    from fimgate.backend.model.registry import resolve_model
+    from fimgate.backend.model.weights import is_quantized_gguf
 
     device = getattr(a, "device", "cpu")
-    prefill = resolve_prefill_dtype(getattr(a, "prefill_dtype", "float32"), device, a.dtype)
-    step = resolve_step_dtype(getattr(a, "step_dtype", "float32"), device, a.dtype)
-    label = a.dtype if step in ("float32", "int8") else f"{a.dtype}+{step}-steps"
+    dtype = a.dtype
+    if dtype == "auto":
+        try:
+            if device == "cpu" and is_quantized_gguf(resolve_model(getattr(a, "model", None))):
+                return QUANTIZED
+        except (OSError, ValueError):
+            pass
+        dtype = "float32"
+    prefill = resolve_prefill_dtype(getattr(a, "prefill_dtype", "float32"), device, dtype)
+    step = resolve_step_dtype(getattr(a, "step_dtype", "float32"), device, dtype)
+    label = dtype if step in ("float32", "int8") else f"{dtype}+{step}-steps"
     return label if prefill == "float32" else f"{label}+{prefill}-prompts"
 
 

@@ -78,3 +78,26 @@ def random_model(cfg: ModelConfig, tokenizer: HFTokenizer, seed: int = 0, name: 
         if cfg.sandwich_norm:
             t.update({p + "post_attn_norm": torch.ones(h), p + "post_mlp_norm": torch.ones(h)})
     return LoadedModel(name=name, config=cfg, tensors=t, tokenizer=tokenizer)
+
+
+def quantized(loaded: LoadedModel, formats: dict[str, int]) -> LoadedModel:
+    """The same model with some weights stored as a GGUF file would store them: `formats` maps a
+    weight's short name ("q", "down", "embed", ...) to a gguf.GGMLQuantizationType (simple block
+    formats, quantized by gguf-py). Shapes must be whole blocks of 32."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    from fimgate.backend.model.gguf_blocks import unpack
+    from fimgate.kernels.quant_gemv import QuantMatrix
+
+    t = {}
+    for name, w in loaded.tensors.items():
+        fmt = formats.get(name.rsplit(".", 1)[-1])
+        if fmt is None or w.dim() != 2:
+            t[name] = w
+            continue
+        rows, cols = w.shape
+        raw = quantize(w.numpy().astype("float32"), GGMLQuantizationType(fmt))
+        q, scales = unpack(raw, int(fmt), rows, cols)
+        t[name] = QuantMatrix.from_parts(int(fmt), q, **scales)
+    return LoadedModel(name=loaded.name, config=loaded.config, tensors=t, tokenizer=loaded.tokenizer)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
-from fimgate.backend.model.bundled import resolve_model
+from fimgate.backend.model.registry import resolve_model
 from fimgate.efim.planner import EfimPlanner
 from fimgate.efim.templates import TEMPLATES, template_for_model
 from fimgate.efim.window import WindowConfig

@@ -26,7 +26,7 @@ import torch  # loaded first: its libgomp is the one the kernels bind to
 
 log = logging.getLogger(__name__)
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
-_loaded: dict[str, ctypes.CDLL | None] = {}
+_loaded: dict[tuple[str, tuple[str, ...]], ctypes.CDLL | None] = {}
 
 
 def _cache_dir() -> Path:
@@ -46,14 +46,15 @@ def compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
-def load(name: str) -> ctypes.CDLL | None:
-    """kernels/<name>.c as a loaded library, built if needed; None (logged once) if it cannot be."""
-    if name not in _loaded:
-        _loaded[name] = _build(name)
-    return _loaded[name]
+def load(name: str, defines: tuple[str, ...] = ()) -> ctypes.CDLL | None:
+    """kernels/<name>.c as a loaded library, built if needed; None (logged once) if it cannot be.
+    defines: extra -D macros (tests build a kernel's plain-C path with FIMGATE_NO_SIMD)."""
+    if (name, defines) not in _loaded:
+        _loaded[(name, defines)] = _build(name, defines)
+    return _loaded[(name, defines)]
 
 
-def _build(name: str) -> ctypes.CDLL | None:
+def _build(name: str, defines: tuple[str, ...] = ()) -> ctypes.CDLL | None:
     if os.environ.get("FIMGATE_CPU_KERNELS", "c") == "torch":
         return None
     cc = compiler()
@@ -67,7 +68,8 @@ def _build(name: str) -> ctypes.CDLL | None:
     except OSError as e:  # an install without the C sources: the torch paths are complete on their own
         log.warning("kernels/%s.c is not installed (%s): torch does that work", name, e)
         return None
-    stamp = " ".join(FLAGS + [torch.__version__, _cpu_flags()]).encode()
+    flags = FLAGS + [f"-D{d}" for d in defines]
+    stamp = " ".join(flags + [torch.__version__, _cpu_flags()]).encode()
     key = hashlib.sha256(text + included + stamp).hexdigest()[:16]
     lib_path = _cache_dir() / f"{name}-{key}.so"
     try:
@@ -75,7 +77,7 @@ def _build(name: str) -> ctypes.CDLL | None:
             lib_path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_path.parent)
             os.close(fd)
-            subprocess.run([cc, *FLAGS, str(source), "-o", tmp], check=True, capture_output=True, timeout=120)
+            subprocess.run([cc, *flags, str(source), "-o", tmp], check=True, capture_output=True, timeout=120)
             os.replace(tmp, lib_path)  # atomic: a concurrent build never loads half a file
         return ctypes.CDLL(str(lib_path))
     except (OSError, subprocess.SubprocessError) as e:
@@ -88,9 +90,10 @@ class Kernel:
     """One kernels/<name>.c: built and loaded on first use of `lib`, its functions' ctypes
     signatures declared ({function: (argtypes, restype)}); `lib` is None where it cannot be."""
 
-    def __init__(self, name: str, signatures: dict[str, tuple[list, object]]) -> None:
+    def __init__(self, name: str, signatures: dict[str, tuple[list, object]], defines: tuple[str, ...] = ()) -> None:
         self.name = name
         self.signatures = signatures
+        self.defines = defines
         self._lib: ctypes.CDLL | None = None
         self._tried = False
         self._enabled = True
@@ -99,7 +102,7 @@ class Kernel:
     def lib(self) -> ctypes.CDLL | None:
         if not self._tried:
             self._tried = True
-            self._lib = load(self.name)
+            self._lib = load(self.name, self.defines)
             for fn, (argtypes, restype) in self.signatures.items() if self._lib is not None else ():
                 getattr(self._lib, fn).argtypes = argtypes
                 getattr(self._lib, fn).restype = restype

@@ -9,11 +9,12 @@
  *
  * What fimgate/backend/model/llama.py does for one token with ~15 torch calls a layer (~450 a step, ~5 ms of
  * a ~25 ms step spent outside the matrix products here) is one ctypes call. The products are
- * int8_gemv.c's kernel (int8 weights with per-row scales, or fp32: the same tiles); attention is
- * decode_attention.c's; both are included so this file builds alone. The norms, RoPE, SiLU and
- * residual adds are plain loops over a few thousand floats. No biases, q/k norms, sandwich
- * norms or sliding windows: models with those take the torch path (fimgate/backend/model/fused_step.py
- * decides).
+ * int8_gemv.c's kernel (int8 weights with per-row scales, bf16 or fp32: the same tiles) or
+ * quant_gemv.c's (GGUF's quantized blocks as the file stores them, the activations quantized
+ * per 32 values once per linear); attention is decode_attention.c's; all are included so this
+ * file builds alone. The norms, RoPE, SiLU, the q/k/v biases (Qwen2) and residual adds are plain
+ * loops over a few thousand floats. No q/k norms, sandwich norms or sliding windows: models with
+ * those take the torch path (fimgate/backend/model/fused_step.py decides).
  *
  * K and V caches: (layers, kv_heads, capacity, d) fp32, contiguous; head_stride = capacity * d,
  * a layer is kv_heads head strides. rope_cos / rope_sin: the position's per-dimension
@@ -25,12 +26,17 @@
 
 #include "int8_gemv.c"
 #include "decode_attention.c"
+#include "quant_gemv.c"
+
+#define QUANT 3           /* Linear.kind: parts are QMatrix (quant_gemv.c) */
 
 typedef struct {
-    const void *w;        /* (rows, cols) fp32, int8 or bf16 */
+    const void *w;        /* (rows, cols) fp32, int8 or bf16; QUANT: n_parts QMatrix side by side */
     const float *scale;   /* (rows,) fp32 per-row scales, int8 only */
     int64_t rows, cols;
-    int64_t kind;         /* FP32, INT8 or BF16 (int8_gemv.c) */
+    int64_t kind;         /* FP32, INT8 or BF16 (int8_gemv.c), or QUANT */
+    int64_t n_parts;      /* QUANT only */
+    const float *bias;    /* (rows,) added to the product, or NULL */
 } Linear;
 
 typedef struct {
@@ -38,13 +44,26 @@ typedef struct {
     Linear qkv, o, gate_up, down;
 } Layer;
 
-static void apply(const Linear *l, const float *x, float *y, int64_t m, int threads) {
-    if (l->kind == INT8)
+/* y = x W^T (+ bias) for m rows of x; qws: room for x quantized (quant_workspace bytes). */
+static void apply(const Linear *l, const float *x, float *y, int64_t m, void *qws, int threads) {
+    if (l->kind == QUANT)
+        quant_gemv((const QMatrix *)l->w, (int)l->n_parts, x, y, m, qws, threads);
+    else if (l->kind == INT8)
         int8_gemv((const int8_t *)l->w, l->scale, x, y, l->rows, l->cols, m, threads);
     else if (l->kind == BF16)
         bf16_gemv((const uint16_t *)l->w, x, y, l->rows, l->cols, m, threads);
     else
         gemv(l->w, FP32, NULL, x, y, l->rows, l->cols, m, threads);
+    if (l->bias)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < l->rows; j++) y[i * l->rows + j] += l->bias[j];
+}
+
+/* Floats of room for a linear's input quantized (quant_gemv.c), whichever input is widest. */
+static int64_t quant_floats(int64_t batch, int64_t hidden, int64_t attn, int64_t inter) {
+    int64_t cols = hidden > attn ? hidden : attn;
+    cols = cols > inter ? cols : inter;
+    return (quant_workspace(batch, cols) + 3) / 4 + 16;
 }
 
 /* x * sigmoid(x), the exponential only ever of a non-positive number (decode_attention.c's
@@ -90,12 +109,13 @@ int llama_step(const Layer *layers, int64_t n_layers, int64_t batch, float *x, f
     if (d > 512) return -1;
     int64_t qkv_n = (heads + 2 * kv_heads) * d;
     float *h = ws, *qkv = h + batch * hidden, *att = qkv + batch * qkv_n, *gu = att + batch * heads * d,
-          *act = gu + batch * 2 * inter, *out = act + batch * inter, *attn_ws = out + batch * hidden;
+          *act = gu + batch * 2 * inter, *out = act + batch * inter, *qws = out + batch * hidden,
+          *attn_ws = qws + quant_floats(batch, hidden, heads * d, inter);
     for (int64_t i = 0; i < n_layers; i++) {
         if (stop && *stop) return 1;
         const Layer *L = layers + i;
         for (int64_t b = 0; b < batch; b++) rms_norm(x + b * hidden, L->attn_norm, h + b * hidden, hidden, eps);
-        apply(&L->qkv, h, qkv, batch, threads);
+        apply(&L->qkv, h, qkv, batch, qws, threads);
         for (int64_t b = 0; b < batch; b++) {
             float *qb = qkv + b * qkv_n;
             for (int64_t hd = 0; hd < heads + kv_heads; hd++)
@@ -109,17 +129,17 @@ int llama_step(const Layer *layers, int64_t n_layers, int64_t batch, float *x, f
             decode_attention(qb, kc, vc, att + b * heads * d, attn_ws, kv_heads, heads / kv_heads, d, slot + 1, hs,
                              scale, threads);
         }
-        apply(&L->o, att, out, batch, threads);
+        apply(&L->o, att, out, batch, qws, threads);
         for (int64_t j = 0; j < batch * hidden; j++) x[j] += out[j];
         for (int64_t b = 0; b < batch; b++) rms_norm(x + b * hidden, L->mlp_norm, h + b * hidden, hidden, eps);
-        apply(&L->gate_up, h, gu, batch, threads);
+        apply(&L->gate_up, h, gu, batch, qws, threads);
         for (int64_t b = 0; b < batch; b++) {
             const float *g = gu + b * 2 * inter;
             float *a = act + b * inter;
 #pragma omp simd
             for (int64_t j = 0; j < inter; j++) a[j] = silu(g[j]) * g[inter + j];
         }
-        apply(&L->down, act, out, batch, threads);
+        apply(&L->down, act, out, batch, qws, threads);
         for (int64_t j = 0; j < batch * hidden; j++) x[j] += out[j];
     }
     return 0;
@@ -129,5 +149,6 @@ int llama_step(const Layer *layers, int64_t n_layers, int64_t batch, float *x, f
 int64_t llama_step_workspace(int64_t batch, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t d, int64_t inter,
                              int64_t kv_len, int threads) {
     return batch * (hidden + (heads + 2 * kv_heads) * d + heads * d + 3 * inter + hidden)
-           + heads * kv_len + (int64_t)(threads < 1 ? 1 : threads) * heads * (d + 2);
+           + quant_floats(batch, hidden, heads * d, inter) + heads * kv_len
+           + (int64_t)(threads < 1 ? 1 : threads) * heads * (d + 2);
 }

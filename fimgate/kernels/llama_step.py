@@ -5,7 +5,8 @@ for one sequence or a batch of them (each with its own cache, slot and position)
     ok = llama_step(layers, x, kv_k, kv_v, slot, cos_t, sin_t, dims)   # x (hidden,) updated in place
     ok = llama_step_batch(layers, xs, [(kv_k, kv_v), ...], slots, cos_t, sin_t, dims)   # xs (batch, hidden)
 
-A linear is an fp32 or bf16 (rows, cols) tensor or kernels/int8_gemv.Int8Rows. The caller keeps the
+A linear is an fp32 or bf16 (rows, cols) tensor, kernels/int8_gemv.Int8Rows or
+kernels/quant_gemv.QuantParts (GGUF blocks); the qkv linear may carry a bias. The caller keeps the
 weights alive and decides which models fit (fimgate/backend/model/fused_step.py); this module only checks
 shapes and dtypes and returns False where the kernel is not built, so the caller runs torch.
 """
@@ -19,15 +20,16 @@ import torch
 
 from fimgate.kernels import cpu_build
 from fimgate.kernels.int8_gemv import Int8Rows
+from fimgate.kernels.quant_gemv import QuantParts
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 
 class _Linear(ctypes.Structure):
-    _fields_ = [("w", _P), ("scale", _P), ("rows", _I), ("cols", _I), ("kind", _I)]
+    _fields_ = [("w", _P), ("scale", _P), ("rows", _I), ("cols", _I), ("kind", _I), ("n_parts", _I), ("bias", _P)]
 
 
-FP32, INT8, BF16 = 0, 1, 2  # _Linear.kind, as int8_gemv.c numbers them
+FP32, INT8, BF16, QUANT = 0, 1, 2, 3  # _Linear.kind, as int8_gemv.c and llama_step.c number them
 
 
 class _Layer(ctypes.Structure):
@@ -46,7 +48,7 @@ KERNEL = cpu_build.Kernel(
     },
 )
 
-Weight = Union[torch.Tensor, Int8Rows]
+Weight = Union[torch.Tensor, Int8Rows, QuantParts]
 
 
 class StepStopped(Exception):
@@ -61,6 +63,7 @@ class LayerWeights(NamedTuple):
     o: Weight
     gate_up: Weight
     down: Weight
+    qkv_bias: torch.Tensor | None = None  # (q, k, v rows,) fp32 (Qwen2)
 
 
 class Dims(NamedTuple):
@@ -78,12 +81,23 @@ def kernel_available() -> bool:
     return KERNEL.lib is not None
 
 
-def _linear(w: Weight) -> _Linear:
+def _linear(w: Weight, bias: torch.Tensor | None = None) -> _Linear:
+    b = None
+    if bias is not None:
+        if bias.dtype != torch.float32 or not bias.is_contiguous() or bias.numel() != _rows(w):
+            raise ValueError("llama_step: a bias is contiguous fp32, one per output row")
+        b = bias.data_ptr()
+    if isinstance(w, QuantParts):
+        return _Linear(ctypes.addressof(w.carray), None, w.rows, w.cols, QUANT, len(w.parts), b)
     if isinstance(w, Int8Rows):
-        return _Linear(w.q.data_ptr(), w.scales_f32.data_ptr(), w.q.shape[0], w.q.shape[1], INT8)
+        return _Linear(w.q.data_ptr(), w.scales_f32.data_ptr(), w.q.shape[0], w.q.shape[1], INT8, 0, b)
     if w.dtype not in (torch.float32, torch.bfloat16) or not w.is_contiguous() or w.device.type != "cpu":
         raise ValueError("llama_step: fp32 or bf16 linears must be contiguous CPU tensors")
-    return _Linear(w.data_ptr(), None, w.shape[0], w.shape[1], BF16 if w.dtype == torch.bfloat16 else FP32)
+    return _Linear(w.data_ptr(), None, w.shape[0], w.shape[1], BF16 if w.dtype == torch.bfloat16 else FP32, 0, b)
+
+
+def _rows(w: Weight) -> int:
+    return w.rows if isinstance(w, QuantParts) else w.q.shape[0] if isinstance(w, Int8Rows) else w.shape[0]
 
 
 def pack_layers(layers: list[LayerWeights]) -> ctypes.Array:
@@ -94,7 +108,12 @@ def pack_layers(layers: list[LayerWeights]) -> ctypes.Array:
             if norm.dtype != torch.float32 or not norm.is_contiguous():
                 raise ValueError("llama_step: norms must be contiguous fp32")
         arr[i] = _Layer(
-            lw.attn_norm.data_ptr(), lw.mlp_norm.data_ptr(), _linear(lw.qkv), _linear(lw.o), _linear(lw.gate_up), _linear(lw.down)
+            lw.attn_norm.data_ptr(),
+            lw.mlp_norm.data_ptr(),
+            _linear(lw.qkv, lw.qkv_bias),
+            _linear(lw.o),
+            _linear(lw.gate_up),
+            _linear(lw.down),
         )
     return arr
 

@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
-from fimgate.backend.model.bundled import bundled_model_path
 from fimgate.backend.model.hf_export import export_hf, gptj_to_neox
 from fimgate.backend.model.llama import KVBuffer
+from fimgate.backend.model.registry import bundled_model_path
 from fimgate.backend.model.weights import load_model
 
 pytestmark = pytest.mark.skipif(bundled_model_path() is None, reason="bundled model not installed")

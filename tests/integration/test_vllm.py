@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from fimgate.backend.base import FimPlan, SamplingParams, last_finished
-from fimgate.backend.model.bundled import bundled_model_path, resolve_model
+from fimgate.backend.model.registry import bundled_model_path, resolve_model
 from fimgate.backend.model.weights import load_tokenizer
 from fimgate.backend.vllm.backend import VllmBackend, VllmConfig
 from fimgate.backend.vllm.cache_salt import CacheSalts
@@ -51,7 +51,7 @@ def _free_ports(n: int) -> list[int]:
 def model_dir(tmp_path_factory):
     from fimgate.backend.model.hf_export import export_hf
 
-    return export_hf(resolve_model(None), str(tmp_path_factory.mktemp("hf") / "smollm2-hf"))
+    return export_hf(resolve_model("smollm2-135m"), str(tmp_path_factory.mktemp("hf") / "smollm2-hf"))
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def servers(model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return load_tokenizer(resolve_model(None))
+    return load_tokenizer(resolve_model("smollm2-135m"))
 
 
 def _backend(urls, tokenizer, pins=True):

@@ -41,7 +41,7 @@ class InstantBackend:
 
 
 def _app():
-    from fimgate.backend.model.bundled import bundled_model_path
+    from fimgate.backend.model.registry import bundled_model_path
     from fimgate.backend.model.weights import load_tokenizer
 
     tok = load_tokenizer(bundled_model_path())

@@ -4,7 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fimgate.backend.base import BackendError, BackendUnavailableError, Finished, TextDelta, UsageReport
-from fimgate.backend.model.bundled import bundled_model_path
+from fimgate.backend.model.registry import bundled_model_path
 from fimgate.efim.planner import EfimPlanner
 from fimgate.efim.templates import TEMPLATES
 from fimgate.gateway.app import create_app

@@ -7,10 +7,11 @@ import dataclasses
 
 import pytest
 import torch
+from gguf import GGMLQuantizationType as T
 
 from fimgate.backend.model.fused_step import FusedStep
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
-from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.bench.random_model import byte_tokenizer, quantized, random_model, tiny_config
 from fimgate.kernels import cpu_build
 from fimgate.kernels.int8_gemv import quantize_rows
 from fimgate.kernels.llama_step import kernel_available
@@ -20,14 +21,16 @@ from tests.unit.test_fused_layers import _reference_logits
 needs_kernel = pytest.mark.skipif(cpu_build.compiler() is None, reason="no C compiler: the torch layers run")
 
 
-def _model(layout: str, hidden: int, heads: int, kv_heads: int, step: str = "float32"):
+def _model(layout: str, hidden: int, heads: int, kv_heads: int, step: str = "float32", bias: bool = False):
     cfg = tiny_config(layers=3, hidden=hidden, heads=heads, kv_heads=kv_heads)
-    cfg = dataclasses.replace(cfg, rope=RopeConfig(head_dim=cfg.head_dim, layout=layout))
+    cfg = dataclasses.replace(cfg, rope=RopeConfig(head_dim=cfg.head_dim, layout=layout), qkv_bias=bias)
     loaded = random_model(cfg, byte_tokenizer(), seed=7)
     g = torch.Generator().manual_seed(2)
-    for name, w in loaded.tensors.items():  # norms that are not all ones
+    for name, w in loaded.tensors.items():  # norms that are not all ones, biases that are not all zeros
         if name.endswith("_norm"):
             w.copy_(torch.rand(w.shape, generator=g) + 0.5)
+        if name.endswith("_bias"):
+            w.copy_(torch.randn(w.shape, generator=g) * 0.3)
     model = LlamaModel(cfg, loaded.tensors, step_dtype=step)
     reference = dict(loaded.tensors)
     for name, w in loaded.tensors.items():  # the textbook model of what an int8 or bf16 step multiplies by
@@ -44,18 +47,19 @@ def test_the_kernel_builds_where_there_is_a_compiler():
 
 @needs_kernel
 @pytest.mark.parametrize(
-    "layout,hidden,heads,kv_heads,step",
+    "layout,hidden,heads,kv_heads,step,bias",
     [
-        ("neox", 64, 4, 2, "float32"),
-        ("gptj", 72, 4, 1, "float32"),
-        ("neox", 72, 4, 4, "int8"),
-        ("gptj", 64, 4, 2, "int8"),
-        ("neox", 72, 4, 2, "bfloat16"),
-        ("gptj", 64, 4, 1, "bfloat16"),
+        ("neox", 64, 4, 2, "float32", True),  # Qwen2's q/k/v biases
+        ("neox", 64, 4, 2, "float32", False),
+        ("gptj", 72, 4, 1, "float32", False),
+        ("neox", 72, 4, 4, "int8", False),
+        ("gptj", 64, 4, 2, "int8", False),
+        ("neox", 72, 4, 2, "bfloat16", False),
+        ("gptj", 64, 4, 1, "bfloat16", False),
     ],
 )
-def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, step):
-    model, reference = _model(layout, hidden, heads, kv_heads, step)
+def test_steps_equal_the_textbook_model(layout, hidden, heads, kv_heads, step, bias):
+    model, reference = _model(layout, hidden, heads, kv_heads, step, bias)
     assert model.fused_step is not None
     calls = []
     fused = model.fused_step
@@ -93,9 +97,7 @@ def test_the_torch_layers_run_when_the_kernel_is_off():
     assert (got - _reference_logits(model, reference, ids)[-1]).abs().max().item() < 1e-4
 
 
-@pytest.mark.parametrize(
-    "change", [dict(qk_norm=True), dict(qkv_bias=True), dict(sandwich_norm=True), dict(activation="gelu_tanh")]
-)
+@pytest.mark.parametrize("change", [dict(qk_norm=True), dict(sandwich_norm=True), dict(activation="gelu_tanh")])
 def test_models_the_kernel_does_not_cover_take_the_torch_layers(change):
     cfg = dataclasses.replace(tiny_config(), **change)
     model = LlamaModel(cfg, random_model(cfg, byte_tokenizer()).tensors)
@@ -145,3 +147,44 @@ def test_a_step_stops_when_its_flag_is_set_and_runs_whole_otherwise():
     assert stop.value == 0  # cleared on the way out
     stop.value = 1  # and not read outside
     assert torch.equal(model.fused_step(6, 1, 1, kv), model.fused_step(6, 1, 1, kv_plain))
+
+
+def _quantized_model(bias: bool = True):
+    """Weights in GGUF block formats, a different one per linear (as Qwen2.5's file mixes them)."""
+    cfg = dataclasses.replace(tiny_config(layers=3, hidden=64, heads=4, kv_heads=2), qkv_bias=bias)
+    loaded = random_model(cfg, byte_tokenizer(), seed=7)
+    g = torch.Generator().manual_seed(2)
+    for name, w in loaded.tensors.items():
+        if name.endswith("_bias"):
+            w.copy_(torch.randn(w.shape, generator=g) * 0.3)
+    formats = {"q": T.Q5_0, "k": T.Q5_0, "v": T.Q8_0, "o": T.Q4_0, "gate": T.Q4_1, "up": T.Q5_1, "down": T.Q8_0, "embed": T.Q8_0}
+    return LlamaModel(cfg, quantized(loaded, formats).tensors)
+
+
+@needs_kernel
+def test_quantized_steps_equal_the_torch_layers_on_the_same_blocks():
+    """A one-token step through the C kernel reads the same blocks, with x quantized the same
+    way, as the torch layers calling the quantized product linear by linear."""
+    model = _quantized_model()
+    assert model.quantized and model.fused_step is not None
+    ids = torch.randint(0, 256, (24,), generator=torch.Generator().manual_seed(4))
+    kv_fused, kv_torch = KVBuffer.empty(model.cfg, 32), KVBuffer.empty(model.cfg, 32)
+    model.forward(ids[:20], torch.arange(20), kv_fused)
+    model.forward(ids[:20], torch.arange(20), kv_torch)
+    fused = model.fused_step
+    for n in range(20, 24):
+        got = model.forward(ids[n : n + 1], torch.tensor([n]), kv_fused)
+        model.fused_step = None
+        want = model.forward(ids[n : n + 1], torch.tensor([n]), kv_torch)
+        model.fused_step = fused
+        assert (got - want).abs().max().item() < 1e-4 * max(1.0, want.abs().max().item()), n
+
+
+@needs_kernel
+def test_a_batched_quantized_step_gives_each_sequence_exactly_its_step_alone():
+    model = _quantized_model()
+    kvs = [KVBuffer.empty(model.cfg, 32) for _ in range(5)]
+    alone = [KVBuffer.empty(model.cfg, 32) for _ in range(5)]
+    together = model.fused_step.batch([1, 2, 3, 4, 5], [0] * 5, [0] * 5, kvs)
+    for b in range(5):
+        assert torch.equal(together[b], model.fused_step(b + 1, 0, 0, alone[b])[0])

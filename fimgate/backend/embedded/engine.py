@@ -54,6 +54,7 @@ from fimgate.kernels.llama_step import StepStopped
 from fimgate.kernels.rope import inv_frequencies, rerotate
 
 MAX_REMEMBERED_OUTPUTS = 4096  # sessions whose last suggestion drafts may come from
+QUANTIZED = "gguf-blocks"  # prefill_dtype / step_dtype of a model multiplied in its file's quantized blocks
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,10 @@ class EngineConfig:
     device: str = "cpu"
     threads: int | None = None  # None: as many as the cores free now (fimgate/backend/embedded/threads.py)
     pin_policy: str = "pin"  # fimgate/backend/pinning.py: none, lru-only, pin, random+pin
-    dtype: str = "float32"  # "bfloat16": weights and KV; "int8": int8 weights in 1-token steps (CPU)
+    # "auto": a GGUF file's quantized blocks as they are, multiplied directly (CPU; quant_linear.py),
+    # float32 for anything else; "float32": every weight dequantized to fp32 (the exact reference);
+    # "bfloat16": weights and KV; "int8": int8 weights in 1-token steps (CPU)
+    dtype: str = "float32"
     # "bfloat16": prompts multiply by bf16 copies of the linears (CPU fp32/int8); "auto": bfloat16 on a
     # CPU that multiplies bf16 natively (model/cpu_bf16.py), float32 (the exact reference) elsewhere
     prefill_dtype: str = "float32"
@@ -81,8 +85,8 @@ class EngineConfig:
     recompute_cap: int = RECOMPUTE_CAP  # moved tokens recomputed on a re-anchor, at most (shifted_reuse.py); 0: no cap
 
     def __post_init__(self) -> None:  # validated where it is built: a bad flag fails before a model loads
-        if self.dtype not in ("float32", "bfloat16", "int8"):
-            raise ValueError(f"unsupported dtype {self.dtype!r}: float32, bfloat16 or int8 (weights; CPU)")
+        if self.dtype not in ("auto", "float32", "bfloat16", "int8"):
+            raise ValueError(f"unsupported dtype {self.dtype!r}: auto, float32, bfloat16 or int8 (weights)")
         if self.prefill_dtype not in ("auto", "float32", "bfloat16"):
             raise ValueError(f"unsupported prefill dtype {self.prefill_dtype!r}: auto, float32 or bfloat16")
         if self.step_dtype not in ("auto", "float32", "bfloat16"):
@@ -152,10 +156,13 @@ class EmbeddedEngine:
         self._name = loaded.name
         self._tokenizer = loaded.tokenizer
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
-        self.prefill_dtype = resolve_prefill_dtype(config.prefill_dtype, config.device, config.dtype)
-        fp32_model = dtype == torch.float32  # only fp32 weights get int8 or bf16 copies
-        copies = resolve_step_dtype(config.step_dtype, config.device, config.dtype) if fp32_model else "float32"
+        plain = "float32" if config.dtype == "auto" else config.dtype
+        self.prefill_dtype = resolve_prefill_dtype(config.prefill_dtype, config.device, plain)
+        fp32_model = dtype == torch.float32 and not loaded.quantized  # only fp32 weights get int8 or bf16 copies
+        copies = resolve_step_dtype(config.step_dtype, config.device, plain) if fp32_model else "float32"
         self.step_dtype = copies if fp32_model else "bfloat16"  # what a one-token step multiplies by
+        if loaded.quantized:  # the file's blocks, for prompts and steps alike
+            self.prefill_dtype = self.step_dtype = QUANTIZED
         self.model = LlamaModel(
             loaded.config,
             loaded.tensors,
@@ -202,7 +209,7 @@ class EmbeddedEngine:
 
     @classmethod
     def from_path(cls, path: str, config: EngineConfig = EngineConfig()) -> "EmbeddedEngine":
-        return cls(load_model(path), config)
+        return cls(load_model(path, quantized=config.dtype == "auto" and config.device == "cpu"), config)
 
     @property
     def tokenizer(self):

@@ -6,9 +6,10 @@ that is ~15 calls a layer (norms, a rope, slicing, cache writes, adds, SiLU): ~4
 does the same work in one call, with the same int8 (or fp32) products and the same attention
 kernel, so a step costs what its memory reads cost.
 
-It fits plain Llama-style layers on CPU in fp32 activations: RMSNorm, fused qkv and gate_up
-without biases, RoPE over the whole head, SiLU, no q/k norms, sandwich norms or sliding
-windows (SmolLM2, Llama; not Qwen2, whose q/k/v have biases). Anything else - and a process without a C
+It fits plain Llama-style layers on CPU in fp32 activations: RMSNorm, fused qkv (with or without
+biases) and gate_up, RoPE over the whole head, SiLU, no q/k norms, sandwich norms or sliding
+windows (SmolLM2, Llama, Qwen2; not Gemma 3); weights in fp32, bf16, int8 or GGUF's quantized
+blocks. Anything else - and a process without a C
 compiler, or FIMGATE_CPU_KERNELS=torch - runs the torch layers in fimgate/backend/model/llama.py; both give
 the same numbers up to fp32 rounding order (tests/unit/test_llama_step.py,
 tests/integration/test_engine.py).
@@ -22,13 +23,16 @@ from typing import Iterator
 
 import torch
 
+from fimgate.backend.model.quant_linear import QuantWeight
 from fimgate.kernels.llama_step import Dims, LayerWeights, llama_step_batch, pack_layers
 from fimgate.kernels.rope import cos_sin, rope_tables
 
 
 def _weight(w):
-    """A layer's linear as the kernel takes it: the copy a MixedWeight uses for steps (int8 or
-    bf16), else fp32."""
+    """A layer's linear as the kernel takes it: a QuantWeight's packed blocks, the copy a
+    MixedWeight uses for steps (int8 or bf16), else fp32."""
+    if isinstance(w, QuantWeight):
+        return w.packed
     step = getattr(w, "step", None)
     if step is not None:
         return step
@@ -40,7 +44,6 @@ class FusedStep:
         cfg = model.cfg
         self.rope = cfg.rope_for(0)
         self.inv_freq = model.inv_freq
-        self.embed = model.embed
         self.dims = Dims(
             hidden=cfg.hidden_size,
             heads=cfg.num_heads,
@@ -53,10 +56,17 @@ class FusedStep:
         )
         self._weights = [
             LayerWeights(
-                w["attn_norm"], w["mlp_norm"], _weight(w["qkv"]), _weight(w["o"]), _weight(w["gate_up"]), _weight(w["down"])
+                w["attn_norm"],
+                w["mlp_norm"],
+                _weight(w["qkv"]),
+                _weight(w["o"]),
+                _weight(w["gate_up"]),
+                _weight(w["down"]),
+                None if w["qkv_bias"] is None else w["qkv_bias"].float().contiguous(),
             )
             for w in model.layers
         ]
+        self._model = model
         self._layers = pack_layers(self._weights)  # points into self._weights' tensors
         self._stop = ctypes.c_int32(0)  # set from another thread: the step running now ends (stoppable())
         self._armed = False
@@ -84,7 +94,6 @@ class FusedStep:
             and not (cfg.qk_norm or cfg.sandwich_norm or cfg.embed_scale or cfg.local_layers or cfg.sliding_window)
             and cfg.rope.dim == cfg.head_dim
             and all(cfg.rope_for(i) == cfg.rope for i in range(cfg.num_layers))
-            and all(w["qkv_bias"] is None for w in model.layers)
         )
         return cls(model) if fits else None
 
@@ -101,7 +110,7 @@ class FusedStep:
             return None
         cos, sin = cos_sin(torch.tensor(positions), self.inv_freq)
         cos_t, sin_t = rope_tables(cos, sin, self.rope)
-        xs = self.embed[torch.tensor(tokens)].contiguous()
+        xs = self._model.embed_tokens(torch.tensor(tokens)).contiguous()
         stop = self._stop if self._armed else None
         if not llama_step_batch(self._layers, xs, [(kv.k, kv.v) for kv in kvs], slots, cos_t, sin_t, self.dims, stop):
             return None

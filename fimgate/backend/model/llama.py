@@ -27,8 +27,11 @@ import torch.nn.functional as F
 from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.fused_step import FusedStep
 from fimgate.backend.model.mixed_linear import MixedWeight, linear
+from fimgate.backend.model.quant_linear import QuantWeight
 from fimgate.backend.model.screened_head import ScreenedHead
 from fimgate.kernels.decode_attention import decode_attention as cpu_decode_attention
+from fimgate.kernels.quant_gemv import QuantMatrix, dequantize
+from fimgate.kernels.quant_gemv import embedding as quant_embedding
 from fimgate.kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables
 
 _LAYER_WEIGHTS = (
@@ -57,7 +60,17 @@ EXACT_HEAD_ROWS = 4096  # up to here, the allowed rows of the head beat screenin
 def _fuse(layer: dict) -> None:
     """One (q;k;v) and one (gate;up) weight per layer: a one-token step then makes 4 matmul
     calls a layer instead of 7, and the separate weights become row views of the fused ones
-    (no extra memory)."""
+    (no extra memory). Quantized weights stay separate matrices read by one kernel call
+    (QuantWeight); a layer mixing quantized and plain parts has the quantized ones dequantized."""
+    quant = [n for n in ("q", "k", "v", "o", "gate", "up", "down") if isinstance(layer[n], QuantMatrix)]
+    if quant and len(quant) < 7:
+        for n in quant:
+            layer[n] = dequantize(layer[n])
+    elif quant:
+        for fused, parts in (("qkv", ("q", "k", "v")), ("gate_up", ("gate", "up")), ("o", ("o",)), ("down", ("down",))):
+            layer[fused] = QuantWeight([layer[p] for p in parts])
+        _fuse_bias(layer)
+        return
     for fused, parts in (("qkv", ("q", "k", "v")), ("gate_up", ("gate", "up"))):
         w = torch.cat([layer[p] for p in parts])
         rows = 0
@@ -66,13 +79,17 @@ def _fuse(layer: dict) -> None:
             layer[p] = w[rows : rows + n]
             rows += n
         layer[fused] = w
+    _fuse_bias(layer)
+
+
+def _fuse_bias(layer: dict) -> None:
     biases = [layer[f"{p}_bias"] for p in ("q", "k", "v")]
     layer["qkv_bias"] = (
         None
         if all(b is None for b in biases)
         else torch.cat(
             [
-                b if b is not None else torch.zeros(layer[p].shape[0], dtype=layer[p].dtype, device=layer[p].device)
+                b if b is not None else torch.zeros(layer[p].shape[0], dtype=layer["attn_norm"].dtype)
                 for b, p in zip(biases, ("q", "k", "v"))
             ]
         )
@@ -156,12 +173,18 @@ class LlamaModel:
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype = dtype
-        t = {k: v.to(self.device, dtype) for k, v in tensors.items()}
-        self.embed = t["embed"]
-        self.lm_head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
+        self.quantized = any(isinstance(v, QuantMatrix) for v in tensors.values())
+        if self.quantized and (self.device.type != "cpu" or dtype != torch.float32):
+            raise ValueError("quantized weights run on CPU with fp32 activations")
+        t = {k: v if isinstance(v, QuantMatrix) else v.to(self.device, dtype) for k, v in tensors.items()}
+        self.embed = t["embed"]  # a tensor, or a QuantMatrix read row by row (embed_tokens)
+        head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
+        self.lm_head = QuantWeight([head]) if isinstance(head, QuantMatrix) else head
         self.final_norm = t["final_norm"]
         self.screened_head = (
-            ScreenedHead(self.lm_head) if (screened_head and self.device.type == "cpu" and dtype == torch.float32) else None
+            ScreenedHead(self.lm_head)
+            if (screened_head and self.device.type == "cpu" and dtype == torch.float32 and not self.quantized)
+            else None
         )
         self.layers = [{name: t.get(f"layers.{i}.{name}") for name in _LAYER_WEIGHTS} for i in range(cfg.num_layers)]
         required = (
@@ -174,7 +197,8 @@ class LlamaModel:
             if missing:
                 raise ValueError(f"layer {i} lacks weights {missing}")
             _fuse(layer)
-        step_copy = None if step_dtype == "float32" else step_dtype
+        step_copy = None if step_dtype == "float32" or self.quantized else step_dtype
+        bf16_prompts = bf16_prompts and not self.quantized
         if step_copy or bf16_prompts:
             if self.device.type != "cpu" or dtype != torch.float32:
                 raise ValueError("int8 or bf16 steps and bf16 prompts are for float32 models on CPU")
@@ -185,6 +209,24 @@ class LlamaModel:
         self.local_inv_freq = inv_frequencies(cfg.local_rope).to(self.device) if cfg.local_rope else self.inv_freq
         self._act = (lambda x: F.gelu(x, approximate="tanh")) if cfg.activation == "gelu_tanh" else F.silu
         self.fused_step = FusedStep.for_model(self)  # one C call a one-token step, where the model fits
+
+    def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        """(n,) token ids -> (n, hidden) embeddings, in the model's dtype (Gemma's scale not applied)."""
+        if isinstance(self.embed, QuantMatrix):
+            return quant_embedding(self.embed, ids)
+        return self.embed[ids.to(self.device)]
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the weights a one-token step reads (layers' linears and the head; not the
+        embedding table, of which a step reads one row)."""
+
+        def size(w) -> int:
+            if isinstance(w, (QuantWeight, MixedWeight)):
+                return w.nbytes if isinstance(w, QuantWeight) else w.step_bytes
+            return w.numel() * w.element_size()
+
+        return sum(size(layer[n]) for layer in self.layers for n in _MIXED_LINEARS) + size(self.lm_head)
 
     def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.float32:  # one fused op, equal to the lines below bit for bit in fp32
@@ -264,14 +306,20 @@ class LlamaModel:
         others left -inf; a greedy pick over more (a bare space allows ~32k of 49k tokens) or over
         all of them takes the screened head (fimgate/backend/model/screened_head.py: int8 screen, fp32 for the
         rows that can win); anything else, the whole head."""
-        if only_ids is not None and len(only_ids) <= EXACT_HEAD_ROWS:
+        if only_ids is not None and len(only_ids) <= EXACT_HEAD_ROWS and not isinstance(self.lm_head, QuantWeight):
             logits = torch.full((self.lm_head.shape[0],), float("-inf"), device=self.device)
             rows = torch.tensor(only_ids, dtype=torch.long, device=self.device)
             logits[rows] = (self.lm_head.index_select(0, rows) @ h).float()
             return logits
         if argmax_only and self.screened_head is not None:
             return self.screened_head(h) if only_ids is None else self.screened_head(h, only_ids)
-        return linear(h, self.lm_head).float()
+        logits = linear(h[None], self.lm_head).float()[0]
+        if only_ids is not None:  # a quantized head is read whole: one pass, then the others masked
+            keep = torch.tensor(only_ids, dtype=torch.long)
+            masked = torch.full_like(logits, float("-inf"))
+            masked[keep] = logits[keep]
+            logits = masked
+        return logits
 
     def _layers(
         self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None, static_kv_len: int | None
@@ -301,7 +349,7 @@ class LlamaModel:
             if window and cfg.local_layers and kv_len > window and n > 1:
                 keys = torch.arange(kv_len, device=self.device)[None, :]
                 local_mask = (keys <= slots_d[:, None]) & (keys > slots_d[:, None] - window)
-        x = self.embed[ids.to(self.device)]
+        x = self.embed_tokens(ids)
         if cfg.embed_scale:
             x = x * torch.tensor(cfg.embed_scale, dtype=x.dtype)
         for i, w in enumerate(self.layers):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from fimgate.backend.model.quant_linear import QuantWeight
 from fimgate.kernels.int8_gemv import Int8Rows, bf16_linear, int8_linear, quantize_rows
 
 MAX_STEP_ROWS = 4  # at most this many tokens at once are a "step"; more are a prompt
@@ -54,6 +55,14 @@ class MixedWeight:
         elif step == "bfloat16":
             self.step = self.bf16
 
+    @property
+    def step_bytes(self) -> int:
+        """What a one-token step reads of this weight."""
+        if isinstance(self.step, Int8Rows):
+            return self.step.q.numel() + 4 * self.step.scales_f32.numel()
+        w = self.fp32 if self.step is None else self.step
+        return w.numel() * w.element_size()
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         if flat.shape[0] <= MAX_STEP_ROWS:
@@ -66,8 +75,8 @@ class MixedWeight:
         return F.linear(x.to(torch.bfloat16), self.bf16).float()
 
 
-def linear(x: torch.Tensor, w: "torch.Tensor | MixedWeight", bias: torch.Tensor | None = None) -> torch.Tensor:
-    if isinstance(w, MixedWeight):
+def linear(x: torch.Tensor, w: "torch.Tensor | MixedWeight | QuantWeight", bias: torch.Tensor | None = None) -> torch.Tensor:
+    if isinstance(w, (MixedWeight, QuantWeight)):
         y = w(x)
         return y if bias is None else y + bias
     return F.linear(x, w, bias)

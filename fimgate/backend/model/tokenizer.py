@@ -64,17 +64,17 @@ class HFTokenizer:
 
     # -- loading -------------------------------------------------------------------------
     @classmethod
-    def from_gguf(cls, reader, path: str) -> "HFTokenizer":
-        """Build the tokenizer from a `gguf.GGUFReader`'s metadata (byte-level BPE vocabularies)."""
+    def from_gguf(cls, fields: dict, path: str) -> "HFTokenizer":
+        """Build the tokenizer from a GGUF file's metadata (gguf_file.GGUFFile.fields; byte-level BPE
+        vocabularies here, SentencePiece ones converted once)."""
 
         def field(name, default=None):
-            f = reader.fields.get(name)
-            return default if f is None else f.contents()
+            return fields.get(name, default)
 
         kind = field("tokenizer.ggml.model")
         add_bos = bool(field("tokenizer.ggml.add_bos_token", False))
         if kind == "llama":
-            return cls._from_gguf_sentencepiece(path, reader, add_bos)
+            return cls._from_gguf_sentencepiece(path, fields, add_bos)
         if kind != "gpt2":
             raise ValueError(f"GGUF tokenizer model {kind!r} is not supported; use the model's Hugging Face folder")
         tokens = field("tokenizer.ggml.tokens")
@@ -91,18 +91,14 @@ class HFTokenizer:
         return cls(tok, bos_id=field("tokenizer.ggml.bos_token_id"), eos_id=field("tokenizer.ggml.eos_token_id"), add_bos=add_bos)
 
     @classmethod
-    def _from_gguf_sentencepiece(cls, path: str, reader, add_bos: bool) -> "HFTokenizer":
+    def _from_gguf_sentencepiece(cls, path: str, fields: dict, add_bos: bool) -> "HFTokenizer":
         """SentencePiece vocabularies (Gemma): converted once by transformers' GGUF converter,
         then cached as tokenizer.json, since the conversion of a 262k vocabulary takes ~15 s."""
         st = os.stat(path)
         key = hashlib.sha1(f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
         cache_dir = os.environ.get("FIMGATE_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "fimgate"))
         cached = os.path.join(cache_dir, f"tokenizer-{key}.json")
-        meta = {
-            k: reader.fields[k].contents()
-            for k in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")
-            if k in reader.fields
-        }
+        meta = {k: fields[k] for k in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id") if k in fields}
         if not os.path.exists(cached):
             try:
                 from transformers import AutoTokenizer

@@ -1,8 +1,11 @@
 """Load a model's config, weights and tokenizer from a GGUF file or a Hugging Face folder.
 
-Weights come out as float32 tensors under canonical names (`embed`, `final_norm`, `lm_head`,
+Weights come out under canonical names (`embed`, `final_norm`, `lm_head`,
 `layers.{i}.{attn_norm,q,k,v,o,q_bias,k_bias,v_bias,mlp_norm,gate,up,down}`), so the model code
-never sees a file format. Quantized GGUF tensors are dequantized on load.
+never sees a file format. Quantized GGUF tensors are dequantized to float32 on load, or, with
+`quantized=True`, kept as the file stores them (fimgate/kernels/quant_gemv.QuantMatrix: Q4_0,
+Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), packed for the kernel in slices of rows so that load
+never holds more than a slice unpacked.
 """
 
 from __future__ import annotations
@@ -10,13 +13,19 @@ from __future__ import annotations
 import glob
 import json
 import os
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from fimgate.backend.model.config import ModelConfig
+from fimgate.backend.model.gguf_blocks import supported, unpack
+from fimgate.backend.model.gguf_file import GGUFFile
 from fimgate.backend.model.tokenizer import HFTokenizer
+from fimgate.kernels.quant_gemv import QuantMatrix
+from fimgate.kernels.quant_gemv import kernel_available as quant_kernel_available
+from fimgate.kernels.quant_pack import pack
 
 _GGUF_NAMES = {
     "attn_norm.weight": "attn_norm",
@@ -69,45 +78,77 @@ class ModelLoadError(ValueError):
 class LoadedModel:
     name: str
     config: ModelConfig
-    tensors: dict[str, torch.Tensor]
+    tensors: dict[str, "torch.Tensor | QuantMatrix"]
     tokenizer: HFTokenizer
+    file_types: dict[str, int] = field(default_factory=dict)  # canonical name -> GGUF tensor type (8: Q8_0, ...)
+
+    @property
+    def quantized(self) -> bool:
+        """Whether any weight is kept in a quantized block format."""
+        return any(isinstance(t, QuantMatrix) for t in self.tensors.values())
 
 
-def load_model(path: str) -> LoadedModel:
+def load_model(path: str, quantized: bool = False) -> LoadedModel:
+    """quantized: keep a GGUF file's quantized 2-D weights as they are (where the kernel is built)."""
     if not os.path.exists(path):
         raise ModelLoadError(f"model path does not exist: {path}")
     try:
         if os.path.isdir(path):
             return _load_hf_folder(path)
         if path.endswith(".gguf"):
-            return _load_gguf(path)
+            return _load_gguf(path, quantized and quant_kernel_available())
     except ModelLoadError:
         raise
-    except (ValueError, KeyError, OSError) as e:
+    except (ValueError, KeyError, OSError, struct.error) as e:  # GGUFError is a ValueError
         raise ModelLoadError(f"cannot load model {path}: {e}") from e
     raise ModelLoadError(f"not a model: {path} (expected a .gguf file or a Hugging Face folder)")
 
 
-def _load_gguf(path: str) -> LoadedModel:
-    from gguf import GGUFReader
+def is_quantized_gguf(path: str) -> bool:
+    """Whether a GGUF file stores weights in block formats fimgate multiplies directly."""
+    if not (os.path.isfile(path) and path.endswith(".gguf")):
+        return False
+    return any(supported(int(t.tensor_type)) for t in GGUFFile(path).tensors)
+
+
+PACK_ROWS = 8192  # rows unpacked at a time while packing a quantized tensor (bounds load's memory)
+
+
+def _quant_matrix(t) -> QuantMatrix:
+    """A GGUF tensor (rows x cols in a supported block format) packed for the kernel, slice by slice."""
+    fmt, cols, rows = int(t.tensor_type), int(t.shape[0]), int(t.shape[1])
+    raw = np.asarray(t.data).reshape(rows, -1)
+    slices = []
+    for a in range(0, rows, PACK_ROWS):  # PACK_ROWS is a multiple of the kernel's 16-row groups
+        part = raw[a : a + PACK_ROWS]
+        q, scales = unpack(part, fmt, part.shape[0], cols)
+        slices.append(pack(fmt, q, **scales))
+    return QuantMatrix(torch.from_numpy(np.concatenate(slices) if len(slices) > 1 else slices[0]), fmt, rows, cols)
+
+
+def _load_gguf(path: str, quantized: bool = False) -> LoadedModel:
     from gguf.quants import dequantize
 
-    reader = GGUFReader(path)
-    fields = {}
-    for key, f in reader.fields.items():
-        if key in ("tokenizer.ggml.merges", "tokenizer.ggml.token_type", "tokenizer.ggml.scores"):
-            continue
-        try:
-            fields[key] = f.contents()
-        except Exception:  # some exotic field types; none that the engine reads
-            continue
+    reader = GGUFFile(path)
     names = {t.name for t in reader.tensors}
-    config = ModelConfig.from_gguf(fields, names)
-    tensors: dict[str, torch.Tensor] = {}
+    config = ModelConfig.from_gguf(reader.fields, names)
+    tensors: dict[str, torch.Tensor | QuantMatrix] = {}
+    file_types: dict[str, int] = {}
     for t in reader.tensors:
+        name = _canonical_gguf(t.name)
+        file_types[name] = int(t.tensor_type)
+        if quantized and supported(int(t.tensor_type)) and len(t.shape) == 2:
+            tensors[name] = _quant_matrix(t)
+            continue
         arr = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32, order="C", copy=True)
-        tensors[_canonical_gguf(t.name)] = torch.from_numpy(arr)
-    return LoadedModel(name=os.path.basename(path), config=config, tensors=tensors, tokenizer=HFTokenizer.from_gguf(reader, path))
+        tensors[name] = torch.from_numpy(arr)
+    return LoadedModel(
+        name=os.path.basename(path),
+        config=config,
+        tensors=tensors,
+        tokenizer=HFTokenizer.from_gguf(reader.fields, path),
+        file_types=file_types,
+    )
 
 
 def _canonical_gguf(name: str) -> str:
@@ -167,6 +208,4 @@ def load_tokenizer(path: str) -> HFTokenizer:
         raise ModelLoadError(f"model path does not exist: {path}")
     if os.path.isdir(path):
         return HFTokenizer.from_folder(path)
-    from gguf import GGUFReader
-
-    return HFTokenizer.from_gguf(GGUFReader(path), path)
+    return HFTokenizer.from_gguf(GGUFFile(path).fields, path)

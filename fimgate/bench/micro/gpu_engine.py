@@ -31,11 +31,11 @@ def write_shape(out_dir: str) -> None:
     import shutil
     import tempfile
 
-    from fimgate.backend.model.bundled import resolve_model
     from fimgate.backend.model.hf_export import export_hf
+    from fimgate.backend.model.registry import resolve_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        export_hf(resolve_model(None), tmp)
+        export_hf(resolve_model("smollm2-135m"), tmp)
         os.makedirs(out_dir, exist_ok=True)
         for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
             shutil.copy(os.path.join(tmp, name), out_dir)

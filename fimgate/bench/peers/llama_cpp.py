@@ -4,8 +4,8 @@ It takes the same token prompts the strategies build for the embedded engine and
 cache the way llama-server does for a slot with `cache_prompt`: the longest common prefix of
 the new prompt and what the context holds is kept, the rest is evaluated. Its logits go through
 the embedded engine's own decoding loop (fimgate/backend/embedded/decode_loop.py: sampling, healing constraint,
-stop tokens and strings), so completions compare. It runs the GGUF as it is (the bundled file
-is Q4_1), where the embedded engine dequantizes it to fp32.
+stop tokens and strings), so completions compare. Both run the GGUF file's quantized blocks as
+they are (the embedded engine at `--dtype auto`, its default).
 
 With `cache_reuse` (llama-server's `--cache-reuse N`, 256 in the command llama.vscode's README
 gives), cached runs of at least N tokens found later in the new prompt are kept too: their K/V
@@ -33,10 +33,19 @@ N_CTX = 8192
 CACHE_REUSE = 256  # llama.vscode's README starts llama-server with --cache-reuse 256
 
 
+def _amx() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " amx_tile" in f.read()
+    except OSError:
+        return False
+
+
 def _load(model_path: str, threads: int):
-    """A llama.cpp context on the GGUF, without "extra" weight buffers: on this machine's CPU
-    (AMX) a natively built llama-cpp-python 0.3.36 repacks Q4_1 weights for AMX and then
-    segfaults in its first decode; the plain CPU buffers run (AVX-512)."""
+    """A llama.cpp context on the GGUF as llama-server loads it, "extra" weight buffers included
+    (weights repacked for the CPU's dot products), except on a CPU with AMX: there a natively
+    built llama-cpp-python 0.3.36 repacks Q4_1 weights for AMX and then segfaults in its first
+    decode, so the plain CPU buffers run (AVX-512)."""
     try:
         import llama_cpp.llama_cpp as lib
         from llama_cpp import Llama
@@ -46,7 +55,7 @@ def _load(model_path: str, threads: int):
 
     def params():
         p = defaults()
-        p.use_extra_bufts = False
+        p.use_extra_bufts = not _amx()
         return p
 
     lib.llama_model_default_params = params  # Llama() has no argument for it

@@ -32,10 +32,10 @@ DEFAULT_MODEL_DIR = os.path.join(ROOT, "out", "smollm2-hf")
 def exported_model(model_dir: str = DEFAULT_MODEL_DIR) -> str:
     """The bundled model as a Hugging Face folder for vLLM, exported on first use."""
     if not os.path.exists(os.path.join(model_dir, "config.json")):
-        from fimgate.backend.model.bundled import resolve_model
         from fimgate.backend.model.hf_export import export_hf
+        from fimgate.backend.model.registry import resolve_model
 
-        export_hf(resolve_model(None), model_dir)
+        export_hf(resolve_model("smollm2-135m"), model_dir)
     return model_dir
 
 
