@@ -76,13 +76,16 @@ def open_peers(a, engine):
 
 
 def cmd_bench_engine(a) -> int:
-    from fimgate.bench.engine_speed import compare, measure
+    from fimgate.bench.engine_speed import compare, measure, memory_floor
+    from fimgate.bench.memory import rss_bytes
 
     peer_names(a)
     if a.background is not None:
         return _bench_background(a)
     if a.batch is not None:
         return _bench_batch(a)
+    mb = lambda b: None if b is None else round(b / 1e6, 1)  # noqa: E731
+    before = rss_bytes()
     engine = load_engine(a)
     moved = None
     if a.backend == "embedded":  # (vLLM cannot place K/V at a new position)
@@ -94,11 +97,20 @@ def cmd_bench_engine(a) -> int:
     result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)}
     if moved is not None:
         result["moved_prompt"] = moved
+    after = rss_bytes()
+    result["rss_mb"] = mb(after)  # the whole process: Python and torch included
+    result["rss_added_mb"] = mb(after - before) if after and before else None  # the engine: weights, KV pool, work space
+    floor = memory_floor(engine, result)
+    if floor is not None:
+        result["memory_floor"] = floor
+    before = rss_bytes()
     with open_peers(a, engine) as peers:
         if peers:
             result = {"fimgate": result}
             for name, peer in peers.items():
                 result[name] = measure(peer, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)
+                if name == "llama.cpp":  # loaded into this process: what it added
+                    result[name]["rss_added_mb"] = mb(rss_bytes() - before) if before else None
                 result[f"fimgate_vs_{name}"] = compare(result["fimgate"], result[name])
     emit(result, a.json)
     return 0

@@ -66,6 +66,33 @@ def measure(engine, prefill_tokens: int = 1000, cached_tokens: int = 2000) -> di
     }
 
 
+def memory_floor(engine, result: dict) -> dict | None:
+    """What memory bandwidth allows a decode step at the cached length: the bytes the step reads
+    (every weight of the layers and the head once, the K/V of the context) over the read
+    bandwidth measured now, beside the step measured. None for engines fimgate does not hold."""
+    from fimgate.kernels.membw import read_bandwidth
+
+    model = getattr(engine, "model", None)
+    if model is None or not hasattr(model, "weight_bytes"):
+        return None
+    bandwidth = read_bandwidth(getattr(engine, "threads", None))
+    if not bandwidth:
+        return None
+    cfg = model.cfg
+    kv_bytes = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * result["cached_tokens"] * 4
+    step_bytes = model.weight_bytes + kv_bytes
+    floor_ms = step_bytes / bandwidth * 1000
+    return {
+        "bytes_per_step": step_bytes,
+        "weight_bytes": model.weight_bytes,
+        "kv_bytes_at_cached": kv_bytes,
+        "read_bandwidth_gb_s": round(bandwidth / 1e9, 1),
+        "floor_step_ms": round(floor_ms, 2),
+        "floor_tokens_per_s": round(1000 / floor_ms, 1),
+        "decode_step_over_floor": round(result["decode_step_ms_at_cached"] / floor_ms, 2),
+    }
+
+
 MOVED_BY = 3  # tokens inserted in front of the cached text
 
 

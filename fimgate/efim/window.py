@@ -52,7 +52,8 @@ def cut_window(text: str, cursor: int, tok: Tokenizer, cfg: WindowConfig) -> Win
     counts = [len(tok.encode(text[s:e])) for s, e in lines] if lines else []
     first_line_no = text.count("\n", 0, reach)
     # the cursor's own line, bounded: a line longer than the budget can hold is cut below anyway
-    cur_tokens = len(tok.encode(text[max(line_start, cursor - cfg.prefix_tokens * 8) : cursor]))
+    measured_from = max(line_start, cursor - cfg.prefix_tokens * 8)
+    cur_tokens = len(tok.encode(text[measured_from:cursor]))
     fitting: list[tuple[int, int]] = []  # (line number, start offset), nearest first
     total = cur_tokens
     for i in range(len(lines) - 1, -1, -1):
@@ -68,7 +69,7 @@ def cut_window(text: str, cursor: int, tok: Tokenizer, cfg: WindowConfig) -> Win
             start = on_grid[-1]
             break
         step //= 2
-    if cur_tokens > cfg.prefix_tokens:  # one enormous line: cut it by characters
+    if cur_tokens > cfg.prefix_tokens or measured_from > line_start:  # one enormous line: cut it by characters
         start = max(line_start, cursor - cfg.prefix_tokens * 2)
     # -- suffix: the rest of the cursor's line, then whole lines while the budget lasts --------
     end = cursor

@@ -210,7 +210,7 @@ static inline __m512 cvt_i8x16(const uint8_t *p) {
 }
 
 static inline __attribute__((always_inline)) void group_tile(const uint8_t *g, const int f, int64_t nb, const int8_t *xq,
-                                                              const float *dx, const int32_t *xs, int64_t k, int mt,
+                                                              const float *dx, const int32_t *xs, int64_t k, const int mt,
                                                               float *out) {
     __m512 y[XT];
     __m512 d = _mm512_setzero_ps(), dmin = _mm512_setzero_ps();
@@ -262,7 +262,7 @@ static inline __attribute__((always_inline)) void group_tile(const uint8_t *g, c
 }
 #else
 static inline void group_tile(const uint8_t *g, const int f, int64_t nb, const int8_t *xq, const float *dx,
-                              const int32_t *xs, int64_t k, int mt, float *out) {
+                              const int32_t *xs, int64_t k, const int mt, float *out) {
     for (int i = 0; i < mt; i++)
         for (int r = 0; r < R; r++) {
             float y = 0.0f;
@@ -290,19 +290,26 @@ static inline void group_tile(const uint8_t *g, const int f, int64_t nb, const i
 }
 #endif
 
+/* A copy of group_tile per format and tile height, each with both as constants: the accumulators
+ * then live in registers (with a variable height they were spilled to the stack, and every FMA
+ * waited on a store). */
+#define TILES(F)                                                            \
+    case F:                                                                 \
+        switch (mt) {                                                       \
+        case 1: group_tile(g, F, nb, xq, dx, xs, k, 1, out); break;         \
+        case 2: group_tile(g, F, nb, xq, dx, xs, k, 2, out); break;         \
+        case 3: group_tile(g, F, nb, xq, dx, xs, k, 3, out); break;         \
+        default: group_tile(g, F, nb, xq, dx, xs, k, 4, out); break;        \
+        }                                                                   \
+        break;
+
 static void group_dispatch(const uint8_t *g, int f, int64_t nb, const int8_t *xq, const float *dx, const int32_t *xs,
                            int64_t k, int mt, float *out) {
-    switch (f) {  /* the format a constant in each copy of group_tile */
-    case Q4_0: group_tile(g, Q4_0, nb, xq, dx, xs, k, mt, out); break;
-    case Q4_1: group_tile(g, Q4_1, nb, xq, dx, xs, k, mt, out); break;
-    case Q5_0: group_tile(g, Q5_0, nb, xq, dx, xs, k, mt, out); break;
-    case Q5_1: group_tile(g, Q5_1, nb, xq, dx, xs, k, mt, out); break;
-    case Q8_0: group_tile(g, Q8_0, nb, xq, dx, xs, k, mt, out); break;
-    case Q4_K: group_tile(g, Q4_K, nb, xq, dx, xs, k, mt, out); break;
-    case Q5_K: group_tile(g, Q5_K, nb, xq, dx, xs, k, mt, out); break;
-    case Q6_K: group_tile(g, Q6_K, nb, xq, dx, xs, k, mt, out); break;
+    switch (f) {
+        TILES(Q4_0) TILES(Q4_1) TILES(Q5_0) TILES(Q5_1) TILES(Q8_0) TILES(Q4_K) TILES(Q5_K) TILES(Q6_K)
     }
 }
+#undef TILES
 
 /* Group index t of the `n` matrices taken together -> (matrix, group within it). */
 static inline int locate(const QMatrix *ws, int n, int64_t t, int64_t *gi) {

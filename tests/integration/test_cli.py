@@ -47,7 +47,18 @@ def test_complete_shows_what_the_gateway_shows(tmp_path):
 
 def test_bench_engine_runs_bf16_prompts_and_says_so():
     r = fimgate(
-        "bench", "engine", "--prefill-dtype", "bfloat16", "--dtype", "int8", "--prefill-tokens", "100", "--cached-tokens", "120"
+        "bench",
+        "engine",
+        "--model",
+        "smollm2-135m",
+        "--prefill-dtype",
+        "bfloat16",
+        "--dtype",
+        "int8",
+        "--prefill-tokens",
+        "100",
+        "--cached-tokens",
+        "120",
     )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -84,9 +95,17 @@ def test_bad_input_is_a_clear_error_not_a_traceback(tmp_path, case, needle):
     assert needle in r.stderr and "Traceback" not in r.stderr
 
 
-def test_models_lists_the_bundled_model():
+def test_models_lists_each_model_by_name_with_where_it_lives():
     r = fimgate("models")
-    assert r.returncode == 0 and "smollm2-135m" in r.stdout and ".gguf" in r.stdout
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert "qwen2.5-coder-0.5b (default)" in r.stdout and "smollm2-135m" in r.stdout and ".gguf" in r.stdout
+    assert "qwen2.5-coder-1.5b" in r.stdout and "Apache-2.0" in r.stdout
+
+
+def test_an_unknown_model_name_is_one_line_naming_the_known_ones():
+    r = fimgate("complete", "--file", __file__, "--offset", "0", "--model", "qwen9-coder")
+    assert r.returncode == 2 and "unknown model 'qwen9-coder'" in r.stderr and "qwen2.5-coder-0.5b" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize(
@@ -98,7 +117,7 @@ def test_models_lists_the_bundled_model():
             ["bench", "replay", "x.jsonl", "--strategies", "efim+correction", "--peers", "llama.cpp"],
             "add one of them to --strategies",
         ),
-        (["bench", "quality", "--compare-dtype", "float32"], "precision already measured"),
+        (["bench", "quality", "--compare-dtype", "auto"], "precision already measured"),
         (["bench", "replay", "x.jsonl", "--dump-outcomes", "/nonexistent/dir/out.jsonl"], "--dump-outcomes"),
     ],
 )

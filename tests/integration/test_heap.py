@@ -1,4 +1,4 @@
-"""A re-anchor whose whole prompt moved (three characters deleted after the cursor: the bundled
+"""A re-anchor whose whole prompt moved (three characters deleted after the cursor: the small
 model's layout shows the text after the cursor first) places the cached keys re-rotated. With the
 engine's heap settings (fimgate/backend/embedded/heap.py) doing it again costs no fresh pages;
 with glibc's defaults each one faults in ~25,000 (~100 MB of temporaries zeroed by the kernel,
@@ -21,7 +21,7 @@ lines = [f"def handler_{i}(request, value={i}):\n    return request.reply(value 
 text = "".join(lines)
 cursor = text.index("\n", len(text) // 2)
 edited = text[:cursor] + text[cursor + 3 :]
-svc = build_service(ServiceConfig(engine=EngineConfig(prefill_dtype="float32"), correction=0.0))
+svc = build_service(ServiceConfig(model="smollm2-135m", engine=EngineConfig(prefill_dtype="float32"), correction=0.0))
 ask = SamplingParams(max_tokens=0)
 for _ in range(3):  # the last one counts: the first ones grow the heap to what a re-anchor needs
     svc.backend.reset()

@@ -83,3 +83,19 @@ def test_a_four_megabyte_document_plans_within_the_window(planner, shape):
     plan, took = _timed_plan(planner, state)
     assert took < BOUND_S
     assert len(plan.prompt_ids) <= 2 * (WindowConfig().prefix_tokens + WindowConfig().suffix_tokens)
+
+
+def test_a_line_longer_than_was_measured_is_cut_even_when_its_measured_part_fits():
+    """Qwen2.5 spells "x" * 8192 in exactly 1,024 tokens: the cursor line's last 8,192 characters
+    (all that is measured) fit the 1,024-token budget, but the line goes on for a megabyte before
+    them. The window kept all of it (a 125,003-token prompt, refused by the engine)."""
+    from fimgate.efim.window import cut_window
+
+    class EightCharTokens:
+        def encode(self, text: str) -> list[int]:
+            return [0] * -(-len(text) // 8)
+
+    cfg = WindowConfig()
+    text = "x" * 1_000_000
+    w = cut_window(text, len(text), EightCharTokens(), cfg)
+    assert len(EightCharTokens().encode(text[w.prefix_start : w.cursor])) <= cfg.prefix_tokens

@@ -40,6 +40,19 @@ def test_remembered_answers_are_the_lookups_and_the_memory_is_bounded():
     idx = TextPrefixIndex(vocab)
     texts = [b"r", b"re", b"ret", b"retu", b"x", b" r", b"q"] * 2
     assert [idx.allowed_ids(t) for t in texts] == [idx._lookup(t) for t in texts]
-    for i in range(constraint.MEMO_ENTRIES + 50):
+    for i in range(200):
         idx.allowed_ids(b"r" + str(i).encode())
-    assert len(idx._memo) == constraint.MEMO_ENTRIES
+    assert idx.memo_ids <= constraint.MEMO_IDS
+
+
+def test_kept_answers_are_bounded_by_the_ids_they_hold_not_their_count(monkeypatch):
+    """A vocabulary of Qwen2.5's size: each bare-space answer holds most of it; the memo keeps
+    what fits in MEMO_IDS and drops the oldest, whatever the answers' sizes."""
+    from fimgate.backend.embedded import constraint
+
+    monkeypatch.setattr(constraint, "MEMO_IDS", 50_000)
+    vocab = [b" " + str(i).encode() for i in range(40_000)] + [b"x" + str(i).encode() for i in range(1000)]
+    idx = TextPrefixIndex(vocab)
+    for text in (b" ", b" 1", b" 2", b" ", b"x"):
+        assert idx.allowed_ids(text) == idx._lookup(text)
+        assert idx.memo_ids <= 50_000 and idx.memo_ids == sum(len(v) for v in idx._memo.values())

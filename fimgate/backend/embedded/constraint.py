@@ -8,16 +8,18 @@ is a prefix of the token (the token finishes the constraint and may run on past 
     remaining b"ret"   allowed: "r", "re", "ret", "return", "rets", ...   not: "x", " ret"
 
 Lookups are O(log V + len(remaining)) over a sorted byte index built once per vocabulary, and
-the last few hundred answers are kept: a keystroke's first pick asks for its healing text twice
-(the head's hint, then the sampler), and a bare space allows ~32k tokens. The answers are facts
-about the vocabulary, shared by every user. Imports no torch.
+recent answers are kept: a keystroke's first pick asks for its healing text twice (the head's
+hint, then the sampler), and a bare space allows ~32k of SmolLM2's 49k tokens, ~100k of Qwen2.5's
+152k. The kept answers are bounded by the ids they hold (MEMO_IDS, ~40 MB of Python ints at most),
+not by their count, so a larger vocabulary cannot grow them. The answers are facts about the
+vocabulary, shared by every user. Imports no torch.
 """
 
 from __future__ import annotations
 
 import bisect
 
-MEMO_ENTRIES = 512
+MEMO_IDS = 1 << 20  # ids held by the kept answers, all together
 
 
 class TextPrefixIndex:
@@ -29,16 +31,24 @@ class TextPrefixIndex:
         for b, i in pairs:
             self._exact.setdefault(b, []).append(i)
         self._memo: dict[bytes, list[int]] = {}
+        self._memo_ids = 0
 
     def allowed_ids(self, remaining: bytes) -> list[int]:
         """Tokens consistent with `remaining` (non-empty) as the next bytes of output. The list is
         shared between calls: read it, do not change it."""
         out = self._memo.get(remaining)
         if out is None:
-            if len(self._memo) >= MEMO_ENTRIES:
-                self._memo.pop(next(iter(self._memo)))  # the oldest answer
-            out = self._memo[remaining] = self._lookup(remaining)
+            out = self._lookup(remaining)
+            while self._memo and self._memo_ids + len(out) > MEMO_IDS:
+                self._memo_ids -= len(self._memo.pop(next(iter(self._memo))))  # the oldest answer
+            if len(out) <= MEMO_IDS:
+                self._memo[remaining] = out
+                self._memo_ids += len(out)
         return out
+
+    @property
+    def memo_ids(self) -> int:
+        return self._memo_ids
 
     def _lookup(self, remaining: bytes) -> list[int]:
         lo = bisect.bisect_left(self._keys, remaining)
