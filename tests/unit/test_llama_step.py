@@ -188,3 +188,32 @@ def test_a_batched_quantized_step_gives_each_sequence_exactly_its_step_alone():
     together = model.fused_step.batch([1, 2, 3, 4, 5], [0] * 5, [0] * 5, kvs)
     for b in range(5):
         assert torch.equal(together[b], model.fused_step(b + 1, 0, 0, alone[b])[0])
+
+
+@needs_kernel
+def test_a_batched_step_reads_a_quantized_head_once_and_gives_each_row_its_own_logits():
+    """step_batch on a quantized model: the head's product runs once for every row (not once a
+    row), and each row's logits are what forward() gives that sequence alone; a healing row
+    keeps only its allowed ids."""
+    from fimgate.kernels import quant_gemv
+
+    model = _quantized_model()
+    kvs = [KVBuffer.empty(model.cfg, 32) for _ in range(3)]
+    alone = [KVBuffer.empty(model.cfg, 32) for _ in range(3)]
+    calls = []
+    real = quant_gemv.quant_linear
+
+    def counting(x, w, *a, **k):
+        calls.append(x.shape[0])
+        return real(x, w, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("fimgate.backend.model.quant_linear.quant_linear", counting)
+        got = model.step_batch([7, 8, 9], [0, 0, 0], kvs, [True, False, False], [None, None, [3, 5]])
+    assert calls == [3]  # the layers ran in the C step; the head once, for 3 rows
+    for b, tok in enumerate([7, 8, 9]):
+        want = model.forward(torch.tensor([tok]), torch.tensor([0]), alone[b])
+        if b == 2:
+            assert torch.isinf(got[b]).sum() == model.cfg.vocab_size - 2 and torch.equal(got[b][[3, 5]], want[[3, 5]])
+        else:
+            assert torch.equal(got[b], want)

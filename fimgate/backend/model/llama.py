@@ -284,6 +284,9 @@ class LlamaModel:
                 for t, s, kv, a, o in zip(tokens, slots, kvs, argmax_only, only_ids)
             ]
         hs = [self._norm(x[b : b + 1], self.final_norm)[0] for b in range(len(tokens))]  # row by row, as forward()
+        if isinstance(self.lm_head, QuantWeight):  # the quantized head read once for every row
+            rows = linear(torch.stack(hs), self.lm_head).float()
+            return [self._masked(rows[b], only_ids[b]) for b in range(len(tokens))]
         out: list[torch.Tensor | None] = [None] * len(tokens)
         screened = [b for b in range(len(tokens)) if argmax_only[b] and only_ids[b] is None]
         if self.screened_head is not None and len(screened) > 1:  # greedy heads: the int8 screen read once for all
@@ -313,13 +316,18 @@ class LlamaModel:
             return logits
         if argmax_only and self.screened_head is not None:
             return self.screened_head(h) if only_ids is None else self.screened_head(h, only_ids)
-        logits = linear(h[None], self.lm_head).float()[0]
-        if only_ids is not None:  # a quantized head is read whole: one pass, then the others masked
-            keep = torch.tensor(only_ids, dtype=torch.long)
-            masked = torch.full_like(logits, float("-inf"))
-            masked[keep] = logits[keep]
-            logits = masked
-        return logits
+        return self._masked(linear(h[None], self.lm_head).float()[0], only_ids)
+
+    @staticmethod
+    def _masked(logits: torch.Tensor, only_ids: list[int] | None) -> torch.Tensor:
+        """A whole head's logits with all but only_ids at -inf (a quantized head is read whole,
+        in one pass; the allowed rows then stand alone)."""
+        if only_ids is None:
+            return logits
+        keep = torch.tensor(only_ids, dtype=torch.long)
+        masked = torch.full_like(logits, float("-inf"))
+        masked[keep] = logits[keep]
+        return masked
 
     def _layers(
         self, ids: torch.Tensor, slots: torch.Tensor, kv: KVBuffer, positions: torch.Tensor | None, static_kv_len: int | None

