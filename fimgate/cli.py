@@ -143,44 +143,56 @@ def cmd_serve(a) -> int:
 
 
 def cmd_lsp(a) -> int:
+    import asyncio
     import secrets
     import threading
 
     from fimgate.backend.main_thread import MainThreadRunner
-    from fimgate.lsp.server import create_server
+    from fimgate.lsp.server import create_server, embedded_or_gateway
     from fimgate.lsp.settings import LspSettings
+    from fimgate.lsp.tcp import Completers, TcpSessions
 
-    token = None
+    runner = MainThreadRunner()  # the embedded engine computes on the main thread (fimgate/backend/main_thread.py)
+    settings = LspSettings(gateway=a.gateway, model=a.model)
+    make = embedded_or_gateway(runner, build=lambda: load_service(a))
     if a.tcp:
         host, _, port = a.tcp.rpartition(":")
         if not port.isdigit():
             raise UserError(f"--tcp takes HOST:PORT, not {a.tcp!r}")
-        token = os.environ.get("FIMGATE_LSP_TOKEN") or (_read_token(a.token_file) if a.token_file else None)
-        if token is None:
+        token = os.environ.get("FIMGATE_LSP_TOKEN")
+        users = {token: "local"} if token else (_read_tokens(a.token_file) if a.token_file else None)
+        if users is None:
             token = secrets.token_urlsafe(24)
+            users = {token: "local"}
             print(f"fimgate: LSP clients must initialize with initializationOptions.token = {token}", file=sys.stderr)
-    runner = MainThreadRunner()  # the embedded engine computes on the main thread (fimgate/backend/main_thread.py)
-    server = create_server(
-        LspSettings(gateway=a.gateway, model=a.model), runner=runner, token=token, build=lambda: load_service(a)
-    )
-    if a.tcp:
-        target = lambda: server.start_tcp(host or "127.0.0.1", int(port))  # noqa: E731
+        shared = Completers(make, shared=True)  # one model (or gateway client) for every connection
+        sessions = TcpSessions(lambda: create_server(settings, shared, users, per_connection=True))
+        target = lambda: asyncio.run(sessions.serve(host or "127.0.0.1", int(port)))  # noqa: E731
     else:
-        target = server.start_io
+        target = create_server(settings, Completers(make, shared=False)).start_io
     protocol = threading.Thread(target=target, name="lsp", daemon=True)
     protocol.start()
     runner.serve_forever(until=lambda: not protocol.is_alive())
     return 0
 
 
-def _read_token(path: str) -> str:
+def _read_tokens(path: str) -> dict[str, str]:
+    """--token-file: `TOKEN [USER]` lines (one token alone: user "local") -> {token: user}."""
     try:
-        token = open(path, encoding="utf-8").read().strip()
+        lines = open(path, encoding="utf-8").read().splitlines()
     except OSError as e:
         raise UserError(f"--token-file: {e.strerror}: {path}") from None
-    if not token:
+    users = {}
+    for line in lines:
+        parts = line.split()
+        if not parts or parts[0].startswith("#"):
+            continue
+        if len(parts) > 2:
+            raise UserError(f"--token-file {path}: lines are TOKEN [USER], not {len(parts)} fields")
+        users[parts[0]] = parts[1] if len(parts) == 2 else "local"
+    if not users:
         raise UserError(f"--token-file {path} is empty")
-    return token
+    return users
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -238,12 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--token-file",
         default=None,
         metavar="FILE",
-        help="the TCP token (else $FIMGATE_LSP_TOKEN, else a random one printed at start)",
+        help="TCP tokens, `TOKEN [USER]` lines: a connection's token names its user (else $FIMGATE_LSP_TOKEN, "
+        "else a random token printed at start; both user 'local')",
     )
     s.set_defaults(func=cmd_lsp)
 
     s = sub.add_parser("export-hf", help="write the model as a Hugging Face folder (for vLLM)")
-    s.add_argument("--model", default=None, help="GGUF file or folder (default: the bundled model)")
+    s.add_argument("--model", default=None, help="a model by name, GGUF file or folder (default: the default model)")
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_export_hf)
 

@@ -35,6 +35,12 @@ class Flight:
     done: bool = False
     completion_id: str = ""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Future | None = None  # the completion that answers it
+
+    def cancel(self) -> None:
+        """Its session ended: stop the completion (the service cancels its generation)."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
 
     def add(self, piece: str, completion_id: str) -> None:
         self.text += piece

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -27,20 +28,27 @@ from fimgate.efim.offsets import position_to_offset
 from fimgate.lsp.context import Touched, is_secret
 from fimgate.lsp.inflight import Flight, answer, may_answer, typed_along
 from fimgate.lsp.protocol import FimProtocol
-from fimgate.lsp.settings import LspSettings
+from fimgate.lsp.settings import TCP_LOCKED, LspSettings
+from fimgate.lsp.tcp import Completers
 
 log = logging.getLogger("fimgate.lsp")
 TYPED_MAX_CHARS = 512  # longer insertions are not typing (a paste of a file, a refactoring)
 
 
 class FimLanguageServer(LanguageServer):
-    def __init__(self, settings: LspSettings = LspSettings(), runner=None, token: str | None = None, build=None) -> None:
+    def __init__(
+        self,
+        settings: LspSettings = LspSettings(),
+        completers: Completers | None = None,
+        users: dict[str, str] | None = None,
+        per_connection: bool = False,
+    ) -> None:
         super().__init__("fimgate", "0.1.0", protocol_cls=FimProtocol)
-        self.protocol.token = token
-        self.build = build  # () -> CompletionService, for the embedded engine (the CLI's flags)
+        self.protocol.users = users
+        self.protocol.per_connection = per_connection
+        self.locked = TCP_LOCKED if per_connection else frozenset()  # settings not the client's over TCP
         self.settings = settings
-        self.runner = runner
-        self._completer = None
+        self.completers = completers or Completers(embedded_or_gateway(), shared=False)
         self._latest: dict[str, int] = {}  # uri -> id of the newest inline request
         self._counter = 0
         self.touched = Touched()
@@ -49,19 +57,26 @@ class FimLanguageServer(LanguageServer):
         self.asks_inline: set[str] = set()  # documents the client asks inline completions for as the person types
 
     async def completer(self):
-        if self._completer is None:
-            if self.settings.gateway:
-                from fimgate.lsp.completer import HttpCompleter
+        return await self.completers.get(self.settings)
 
-                self._completer = HttpCompleter(self.settings.gateway)
-            else:
-                from fimgate.lsp.completer import EmbeddedCompleter
+    @property
+    def _completer(self):
+        """The completer if it is made already (edits do not wait for a model to load)."""
+        return self.completers.ready
 
-                loop = asyncio.get_running_loop()
-                self._completer = await loop.run_in_executor(
-                    None, EmbeddedCompleter, self.settings.model, self.runner, self.build
-                )
-        return self._completer
+    def apply_settings(self, raw) -> None:
+        """A client's settings (initializationOptions, didChangeConfiguration), less what it may not
+        change; over TCP the user is the one its token names."""
+        self.settings = self.settings.update(raw, self.locked)
+        if self.protocol.user is not None:
+            self.settings = replace(self.settings, user=self.protocol.user)
+
+    async def end_session(self) -> None:
+        """The connection ended: stop its suggestions in flight; close the completer if it is ours."""
+        for flight in list(self.inflight.values()):
+            flight.cancel()
+        self.inflight.clear()
+        await self.completers.release()
 
     def next_request(self, uri: str) -> int:
         self._counter += 1
@@ -82,18 +97,41 @@ class FimLanguageServer(LanguageServer):
         return self.touched.chunks(uri, texts, self.settings.context_chars, self.settings.context_exclude)
 
 
-def create_server(settings: LspSettings = LspSettings(), runner=None, token: str | None = None, build=None) -> FimLanguageServer:
-    """token: clients must initialize with initializationOptions.token (TCP mode). build: makes the
-    embedded CompletionService (default: the bundled model, or the `model` setting)."""
-    server = FimLanguageServer(settings, runner, token, build)
+def embedded_or_gateway(runner=None, build=None):
+    """settings -> the completer they name: the gateway's client, or the embedded engine (built by
+    `build`, the CLI's engine flags, unless the settings name another model)."""
+
+    def make(settings: LspSettings):
+        if settings.gateway:
+            from fimgate.lsp.completer import HttpCompleter
+
+            return HttpCompleter(settings.gateway)
+        from fimgate.lsp.completer import EmbeddedCompleter
+
+        return EmbeddedCompleter(settings.model, runner, build)
+
+    return make
+
+
+def create_server(
+    settings: LspSettings = LspSettings(),
+    completers: Completers | None = None,
+    users: dict[str, str] | None = None,
+    per_connection: bool = False,
+) -> FimLanguageServer:
+    """users: token -> user; clients must initialize with one of the tokens in
+    initializationOptions.token (TCP mode). completers: where completions come from (default: made
+    from the settings on first use, the embedded engine or the gateway). per_connection: one
+    server per TCP connection (fimgate/lsp/tcp.py)."""
+    server = FimLanguageServer(settings, completers, users, per_connection)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: FimLanguageServer, params: types.InitializeParams) -> None:
-        ls.settings = ls.settings.update(params.initialization_options)
+        ls.apply_settings(params.initialization_options)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: FimLanguageServer, params: types.DidChangeConfigurationParams) -> None:
-        ls.settings = ls.settings.update(params.settings)
+        ls.apply_settings(params.settings)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: FimLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -157,7 +195,7 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
         """Ask for a suggestion at `cursor`, as the document's suggestion in flight (the service
         cancels the one before); it runs on by itself, and requests wait on it (inflight.answer)."""
         flight = ls.inflight[uri] = Flight(text[:cursor], text[cursor:])
-        task = asyncio.ensure_future(_asker(ls, completer, uri, doc, text, cursor)(flight.add))
+        task = flight.task = asyncio.ensure_future(_asker(ls, completer, uri, doc, text, cursor)(flight.add))
         task.add_done_callback(flight.finish)
         task.add_done_callback(lambda t: _warn_failed(ls, t))
         return flight
@@ -271,7 +309,6 @@ def create_server(settings: LspSettings = LspSettings(), runner=None, token: str
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: FimLanguageServer, params) -> None:
-        if ls._completer is not None:
-            await ls._completer.aclose()
+        await ls.end_session()
 
     return server

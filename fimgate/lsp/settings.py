@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+TCP_LOCKED = frozenset({"gateway", "model", "user"})  # over TCP: the command line's and the token's
+
 
 @dataclass(frozen=True)
 class LspSettings:
     gateway: str | None = None  # http://127.0.0.1:8418 to use a running gateway; None: embedded backend
-    model: str | None = None  # embedded only: a GGUF file or HF folder (default: the bundled model)
+    model: str | None = None  # embedded only: a model name, GGUF file or HF folder (default: the default model)
     debounce_ms: int = 0  # the gateway cancels a superseded request anyway (bench lsp: 0 answers more keys, sooner)
     max_tokens: int = 48
     multiline: bool = False
@@ -20,8 +22,9 @@ class LspSettings:
     context_exclude: tuple[str, ...] = ()  # globs of documents never used as context nor completed in (besides secrets)
     follow_in_flight: bool = True  # keys typed along a suggestion in flight wait for it (fimgate/lsp/inflight.py)
 
-    def update(self, raw: dict | None) -> "LspSettings":
-        """Apply a client's settings; unknown keys are ignored, bad values keep the old ones."""
+    def update(self, raw: dict | None, locked: frozenset[str] = frozenset()) -> "LspSettings":
+        """Apply a client's settings; unknown keys are ignored, bad values keep the old ones, and
+        `locked` ones (over TCP: gateway, model, user) are not the client's to change."""
         if not isinstance(raw, dict):
             return self
         raw = raw.get("fimgate", raw)
@@ -42,7 +45,7 @@ class LspSettings:
             "followInFlight": "follow_in_flight",
         }
         for key, attr in keys.items():
-            if key not in raw:
+            if key not in raw or attr in locked:
                 continue
             value = raw[key]
             current = getattr(out, attr)
