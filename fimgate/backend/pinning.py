@@ -15,7 +15,7 @@ Policies, to compare (`--pin-policy`):
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from fimgate.backend.base import PinReceipt
@@ -24,6 +24,7 @@ POLICIES = {"none": ("random", False), "lru-only": ("lru", False), "pin": ("lru"
 GAPS_KEPT = 32
 TTL_GAPS = 4.0  # a pin outlives this many slow (p90) gaps of the person's own typing
 MIN_TTL_S, MAX_TTL_S, FIRST_TTL_S = 1.0, 30.0, 5.0
+MAX_SESSIONS = 20_000  # sessions whose rhythm is remembered (~1 KB each); the least recent forgotten
 
 
 @dataclass
@@ -39,14 +40,18 @@ class KeystrokePins:
             raise ValueError(f"unknown pin policy {policy!r}; known: {', '.join(POLICIES)}")
         self.policy = policy
         self.eviction, self.enabled = POLICIES[policy]
-        self._sessions: dict[tuple[str, str], _Session] = {}
+        self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
 
     def ttl_s(self, key: tuple[str, str], now_s: float) -> float:
-        """Record a request at now_s; return the pin lifetime this person's rhythm earns."""
+        """Record a request at now_s; return the pin lifetime this person's rhythm earns. A session
+        forgotten (past MAX_SESSIONS) keeps its pin in the tree until the pin's own time runs out."""
         s = self._sessions.get(key)
         if s is None:
             self._sessions[key] = _Session(now_s, deque(maxlen=GAPS_KEPT))
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
             return FIRST_TTL_S
+        self._sessions.move_to_end(key)
         gap = now_s - s.last_s
         s.last_s = now_s
         if gap > 0:

@@ -41,6 +41,7 @@ HINT_SESSIONS = 4  # the user's other sessions searched for reuse hints on a re-
 EARLIER_PROMPTS = 2  # the session's own prompts before its last anchors, searched after its last prompt
 NAMELESS = "nameless:"  # document ids the planner gives requests that name no file
 MAX_NAMELESS = 8  # per user
+MAX_SESSION_BYTES = 256 << 20  # all sessions' anchors and prompts together (session_bytes); the least recent go first
 HEAD_CHARS = 256
 CHARS_PER_TOKEN_BOUND = 8  # text longer than budget * this cannot fit the budget: no need to tokenize it
 
@@ -80,6 +81,15 @@ class _Session:
     num_reanchors: int = 0
 
 
+def session_bytes(s: _Session) -> int:
+    """An upper estimate of a session's memory: its token tuples (a Python int and a pointer, 36
+    bytes a token, though tuples share their ints) and its text (up to 4 bytes a character)."""
+    tokens = len(s.fixed_ids) + len(s.last_prompt) + sum(len(p) for p in s.earlier)
+    tokens += sum(len(p) for _, p in s.hint_prompts)
+    chars = len(s.prefix) + len(s.suffix) + len(s.open_tail) + len(s.head) + sum(len(c.text) for c in s.context)
+    return 36 * tokens + 4 * chars + 1024
+
+
 @dataclass
 class PlannerStats:
     requests: int = 0
@@ -95,6 +105,7 @@ class EfimPlanner:
         max_sessions: int = 4096,
         recompute_share: float | None = None,
         hint_sessions: int = HINT_SESSIONS,
+        max_bytes: int = MAX_SESSION_BYTES,
     ) -> None:
         """recompute_share: suffix-KV correction on re-anchors (FimPlan.recompute_share): None,
         exact classes only; 0, shifted keys re-rotated only; s > 0, s of them recomputed too.
@@ -106,7 +117,10 @@ class EfimPlanner:
         self.template = template
         self.window = window
         self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
+        self._bytes: dict[tuple[str, str], int] = {}  # each session's estimate (session_bytes)
+        self.held_bytes = 0
         self.chunk_order = ChunkOrder()
         self._sentinel_ids = {}
         for s in template.sentinels():
@@ -144,8 +158,10 @@ class EfimPlanner:
         s.num_requests += 1
         self._sessions[key] = s
         self._sessions.move_to_end(key)
-        while len(self._sessions) > self.max_sessions:
-            self._sessions.popitem(last=False)
+        self.held_bytes += session_bytes(s) - self._bytes.get(key, 0)
+        self._bytes[key] = session_bytes(s)
+        while len(self._sessions) > 1 and (len(self._sessions) > self.max_sessions or self.held_bytes > self.max_bytes):
+            self._drop(next(iter(self._sessions)))
         self.stats.requests += 1
         self.stats.by_class[reuse.value] += 1
         return FimPlan(
@@ -181,7 +197,11 @@ class EfimPlanner:
         return next(f"{NAMELESS}{i}" for i in range(MAX_NAMELESS) if f"{NAMELESS}{i}" not in used)
 
     def forget(self, user_id: str, document_id: str) -> None:
-        self._sessions.pop((user_id, document_id), None)
+        self._drop((user_id, document_id))
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        self._sessions.pop(key, None)
+        self.held_bytes -= self._bytes.pop(key, 0)
 
     def session_anchor(self, user_id: str, document_id: str) -> tuple[str, str] | None:
         """(P, S) of a session's anchor, for inspection."""

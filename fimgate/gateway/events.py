@@ -18,10 +18,19 @@ bucket and language: acceptance rate = accepted / shown) and per user (`GET /v1/
 the caller's own numbers; `fimgate stats` prints them). `GET /v1/events/recent` lists the
 caller's latest verdicts by completion id (accepted or dismissed, reported or inferred), so a
 replay can check the inference against what its people typed.
+
+Only suggestions a model made count: an answer given by type-through (the rest of a suggestion
+the person is typing, no model call) carries a new id that names the suggestion it continues, so
+events for it count once, for that suggestion. A suggestion has one outcome: the first of
+accepted or dismissed stands. Memory is bounded in bytes, whatever clients send: an open
+suggestion keeps TAIL_CHARS of the text before it, a digest of the rest of its line and its text
+(all open suggestions together at most OPEN_CHARS characters); at most MAX_USERS users' tallies
+and recent verdicts are kept, the least recently active forgotten first.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -34,7 +43,15 @@ REMEMBERED = 20_000  # answers kept for events to name (oldest forgotten first)
 LATENCY_BUCKETS = ((100, "<100ms"), (300, "100-300ms"), (1000, "300ms-1s"))
 OPEN_PER_SESSION = 8  # suggestions of one session waiting for the person's next keys to tell
 TAIL_CHARS = 256  # the end of the text before the cursor that the next requests are matched on
-RECENT_PER_USER = 10_000  # verdicts kept per user for /v1/events/recent
+RECENT_PER_USER = 1_000  # verdicts kept per user for /v1/events/recent
+OPEN_CHARS = 8 << 20  # characters held by all open suggestions together (texts and tails)
+MAX_USERS = 10_000  # users whose tallies and recent verdicts are kept
+OUTCOMES = ("select", "dismiss")  # a suggestion has one
+
+
+def line_digest(line_rest: str) -> bytes:
+    """What an open suggestion keeps of the rest of its line: a digest, whatever its length."""
+    return hashlib.blake2b(line_rest.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def reuse_of(usage: UsageReport) -> str:
@@ -68,8 +85,12 @@ class _Open:
 
     completion_id: str
     before: str  # the end of the text before the cursor when it was made
-    line_rest: str
+    line_digest: bytes  # of the rest of the cursor line
     text: str
+
+    @property
+    def chars(self) -> int:
+        return len(self.before) + len(self.text)
 
 
 def fate(o: _Open, before: str, line_rest: str) -> str:
@@ -80,7 +101,17 @@ def fate(o: _Open, before: str, line_rest: str) -> str:
     typed = before[at + len(o.before) :]
     if typed.startswith(o.text):
         return "accepted"
-    return "open" if o.text.startswith(typed) and line_rest == o.line_rest else "dismissed"
+    return "open" if o.text.startswith(typed) and line_digest(line_rest) == o.line_digest else "dismissed"
+
+
+def _touch(table: OrderedDict, user: str, new):
+    """table[user], made with new() if absent, now the most recent; the least recent users past
+    MAX_USERS forgotten."""
+    value = table.pop(user, None)
+    table[user] = new() if value is None else value
+    while len(table) > MAX_USERS:
+        table.popitem(last=False)
+    return table[user]
 
 
 @dataclass
@@ -108,10 +139,11 @@ class Events:
         self.dismissed = Counter(
             "fimgate_suggestions_dismissed", "Suggestions typed over or dismissed", labels, registry=registry
         )
-        self._answers: OrderedDict[str, _Answer] = OrderedDict()
-        self._users: dict[str, dict[str, _Tally]] = {}  # user -> language -> tally
+        self._answers: OrderedDict[str, _Answer] = OrderedDict()  # type-through ids name their suggestion's
+        self._users: OrderedDict[str, dict[str, _Tally]] = OrderedDict()  # user -> language -> tally
         self._open: OrderedDict[tuple[str, str], list[_Open]] = OrderedDict()  # (user, document) -> open
-        self._recent: dict[str, deque] = {}  # user -> (completion id, "accepted" | "dismissed", source)
+        self._open_chars = 0
+        self._recent: OrderedDict[str, deque] = OrderedDict()  # user -> (completion id, "accepted" | "dismissed", source)
         self._remembered = remembered
         self._lock = threading.Lock()
 
@@ -127,20 +159,36 @@ class Events:
         line_rest: str = "",
     ) -> None:
         """Remember an answer an editor may show (not a warm-up, not empty, not cancelled), and
-        keep it open for its session's next requests to tell what became of it."""
+        keep it open for its session's next requests to tell what became of it. A type-through
+        answer is the rest of a suggestion already counted: its id names that suggestion."""
         if usage.cancelled or not text.strip():
             return
-        answer = _Answer(completion_id, user, language or "unknown", reuse_of(usage), latency_bucket(usage.total_ms), len(text))
         with self._lock:
-            self._answers[completion_id] = answer
-            while len(self._answers) > self._remembered:
-                self._answers.popitem(last=False)
-            session = self._open.setdefault((user, document), [])
-            session.append(_Open(completion_id, before[-TAIL_CHARS:], line_rest, text))
+            if usage.type_through:
+                made = next((o for o in reversed(self._open.get((user, document), [])) if o.text.endswith(text)), None)
+                a = self._answers.get(made.completion_id) if made is not None else None
+                if a is not None:
+                    self._remember(completion_id, a)
+                return
+            answer = _Answer(
+                completion_id, user, language or "unknown", reuse_of(usage), latency_bucket(usage.total_ms), len(text)
+            )
+            self._remember(completion_id, answer)
+            session = self._open.pop((user, document), [])
+            session.append(_Open(completion_id, before[-TAIL_CHARS:], line_digest(line_rest), text))
+            for gone in session[:-OPEN_PER_SESSION]:
+                self._open_chars -= gone.chars
             del session[:-OPEN_PER_SESSION]
-            self._open.move_to_end((user, document))
-            while len(self._open) > self._remembered:
-                self._open.popitem(last=False)
+            self._open[(user, document)] = session
+            self._open_chars += session[-1].chars
+            while self._open and (len(self._open) > self._remembered or self._open_chars > OPEN_CHARS):
+                _, dropped = self._open.popitem(last=False)
+                self._open_chars -= sum(o.chars for o in dropped)
+
+    def _remember(self, completion_id: str, answer: _Answer) -> None:
+        self._answers[completion_id] = answer
+        while len(self._answers) > self._remembered:
+            self._answers.popitem(last=False)
 
     def settle(self, user: str, document: str, before: str, line_rest: str) -> None:
         """A new request of the session: count what its text says of the suggestions still open
@@ -157,6 +205,7 @@ class Events:
                     self._count(a, "view", "inferred", None, None)
                     self._count(a, "select" if now == "accepted" else "dismiss", "inferred", None, None)
             if (user, document) in self._open:
+                self._open_chars -= sum(o.chars for o in self._open[(user, document)]) - sum(o.chars for o in still)
                 self._open[(user, document)] = still
 
     def record(self, user: str, kind: str, completion_id: str, select_kind: str | None, accepted_chars: int | None) -> bool:
@@ -167,18 +216,19 @@ class Events:
                 return False
             if kind != "view" and "view" not in a.seen:  # taken or typed over: it was shown
                 self._count(a, "view", "reported", None, None)
-            if kind not in a.seen:  # a repeated event counts once
+            decided = kind in OUTCOMES and any(k in a.seen for k in OUTCOMES)  # the first outcome stands
+            if kind not in a.seen and not decided:  # a repeated event counts once
                 self._count(a, kind, "reported", select_kind, accepted_chars)
             return True
 
     def _count(self, a: _Answer, kind: str, source: str, select_kind: str | None, accepted_chars: int | None) -> None:
         """Count one event of an answer (under the lock)."""
         a.seen.add(kind)
-        tally = self._users.setdefault(a.user, {}).setdefault(a.language, _Tally())
+        tally = _touch(self._users, a.user, dict).setdefault(a.language, _Tally())
         labels = (source, a.reuse, a.latency, a.language)
         if kind != "view":
             verdict = (a.completion_id, "accepted" if kind == "select" else "dismissed", source)
-            self._recent.setdefault(a.user, deque(maxlen=RECENT_PER_USER)).append(verdict)
+            _touch(self._recent, a.user, lambda: deque(maxlen=RECENT_PER_USER)).append(verdict)
         if kind == "view":
             tally.shown += 1
             self.shown.labels(*labels).inc()

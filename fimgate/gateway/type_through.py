@@ -13,10 +13,15 @@ measures the share). The planner is not asked, so its session still holds the la
 model serves appends everything typed since, as usual (an EFIM append). Usage says
 `type_through: true`. Clients with their own cache (the VS Code extension, llama.vscode) rarely
 need it; LSP editors and OpenAI clients ask on every key.
+
+Memory is bounded in bytes whatever a client sends: a session keeps digests of the text before
+and after the cursor (not the text), the suggestion, and all suggestions together hold at most
+MAX_CHARS characters (the least recent sessions forgotten first).
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections import OrderedDict
@@ -27,12 +32,18 @@ from fimgate.backend.base import Finished, SamplingParams, StreamEvent, TextDelt
 from fimgate.efim.planner import EditorState
 
 MAX_SESSIONS = 4096
+MAX_CHARS = 4 << 20  # characters of suggestions held, all sessions together
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 @dataclass(frozen=True)
 class _Made:
-    before: str
-    after: str
+    before_len: int  # the text before the cursor when it was made: its length and digest
+    before: bytes
+    after: bytes  # digest of the text after the cursor
     sampling: SamplingParams
     text: str
 
@@ -40,24 +51,36 @@ class _Made:
 class TypeThrough:
     def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
         self._made: OrderedDict[tuple[str, str], _Made] = OrderedDict()
+        self._chars = 0
         self._lock = threading.Lock()
         self._max = max_sessions
 
     def remember(self, session: tuple[str, str], state: EditorState, sampling: SamplingParams, text: str) -> None:
         """The session's suggestion `text`, complete, made for `state`."""
-        if sampling.temperature != 0 or not text:
+        if sampling.temperature != 0 or not text or len(text) > MAX_CHARS:
             self.forget(session)
             return
-        made = _Made(state.text[: state.cursor], state.text[state.cursor :], sampling, text)
+        before = state.text[: state.cursor]
+        made = _Made(len(before), _digest(before), _digest(state.text[state.cursor :]), sampling, text)
         with self._lock:
+            self._pop(session)
             self._made[session] = made
-            self._made.move_to_end(session)
-            while len(self._made) > self._max:
-                self._made.popitem(last=False)
+            self._chars += len(text)
+            while len(self._made) > self._max or self._chars > MAX_CHARS:
+                self._pop(next(iter(self._made)))
+
+    def _pop(self, session: tuple[str, str]) -> None:
+        made = self._made.pop(session, None)
+        if made is not None:
+            self._chars -= len(made.text)
+
+    @property
+    def held_chars(self) -> int:
+        return self._chars
 
     def forget(self, session: tuple[str, str]) -> None:
         with self._lock:
-            self._made.pop(session, None)
+            self._pop(session)
 
     def answer(
         self, session: tuple[str, str], state: EditorState, sampling: SamplingParams, shown: Callable[[str], str] = str
@@ -67,13 +90,12 @@ class TypeThrough:
         ends), else None."""
         with self._lock:
             m = self._made.get(session)
-        if m is None or sampling != m.sampling or state.text[state.cursor :] != m.after:
+        if m is None or sampling != m.sampling or state.cursor <= m.before_len:
             return None
-        before = state.text[: state.cursor]
-        if not before.startswith(m.before):
-            return None
-        typed = before[len(m.before) :]
-        if not typed or len(typed) >= len(m.text) or not m.text.startswith(typed):
+        typed = state.text[m.before_len : state.cursor]
+        if len(typed) >= len(m.text) or not m.text.startswith(typed):
+            return None  # (checked first: the digests below read the whole document)
+        if _digest(state.text[state.cursor :]) != m.after or _digest(state.text[: m.before_len]) != m.before:
             return None
         rest = m.text[len(typed) :]
         if shown(rest) != rest:

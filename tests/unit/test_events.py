@@ -3,7 +3,7 @@
 from prometheus_client import CollectorRegistry, generate_latest
 
 from fimgate.backend.base import UsageReport
-from fimgate.gateway.events import Events, _Open, fate, latency_bucket, reuse_of
+from fimgate.gateway.events import Events, _Open, fate, latency_bucket, line_digest, reuse_of
 
 
 def _events():
@@ -53,7 +53,7 @@ def test_accepted_characters_are_at_most_the_answer_and_buckets():
 
 
 def test_what_the_next_requests_say_of_a_suggestion():
-    o = _Open("c", "x = ", "", "compute(1)")
+    o = _Open("c", "x = ", line_digest(""), "compute(1)")
     assert fate(o, "import a\nx = ", "") == "open"
     assert fate(o, "x = comp", "") == "open"  # typing along it
     assert fate(o, "x = compute(1)", "") == "accepted"  # Tab, or typed to its end
@@ -82,3 +82,44 @@ def test_events_are_inferred_for_clients_that_report_none_and_not_for_those_that
     ev.record("code", "view", "e1", None, None)  # this client reports: nothing is inferred for it
     ev.settle("code", "doc", "x = compX", "")
     assert ev.summary("code")["total"] == {"shown": 1, "accepted": 0, "accepted_chars": 0, "dismissed": 0, "acceptance_rate": 0.0}
+
+
+def test_type_through_answers_cannot_inflate_the_acceptance_rate():
+    """Each type-through answer had a new id without a model call: 'select' for 200 of them moved a
+    user's rate from 1/5 to 201/205. They name the suggestion they continue, which has one outcome."""
+    ev = Events(CollectorRegistry(), remembered=1000)
+    ev.answered("model-1", "ana", "python", UsageReport(100, total_ms=50), "compute(1)", "d.py", "x = ", ")")
+    for i in range(200):
+        ev.answered(f"tt-{i}", "ana", "python", UsageReport(0, total_ms=1, type_through=True), "pute(1)", "d.py", "x = com", ")")
+        assert ev.record("ana", "select", f"tt-{i}", None, None)
+    assert ev.record("ana", "dismiss", "model-1", None, None)  # decided already: the first outcome stands
+    t = ev.summary("ana")["total"]
+    assert (t["shown"], t["accepted"], t["dismissed"]) == (1, 1, 0)
+
+
+def test_open_suggestions_hold_a_bounded_number_of_characters(monkeypatch):
+    """A 3.5M-character one-line suffix per request, new document each time: the acceptance memory
+    kept the whole rest of the line (~11 MB a request). Now a digest of it, and a budget for all."""
+    from fimgate.gateway import events
+
+    monkeypatch.setattr(events, "OPEN_CHARS", 10_000)
+    ev = Events(CollectorRegistry(), remembered=20_000)
+    huge = "y" * 3_500_000
+    for i in range(50):
+        ev.answered(f"c{i}", "ana", "python", UsageReport(10), "z" * 1000, f"doc{i}", "a" * 3_500_000, huge)
+    held = sum(len(o.before) + len(o.text) for opens in ev._open.values() for o in opens)
+    assert held <= 10_000 and ev._open_chars == held
+    assert all(len(o.line_digest) == 16 for opens in ev._open.values() for o in opens)
+    ev.settle("ana", "doc49", "a" * 3_500_000 + "z" * 1000, huge)  # the newest is still there, and decided
+    assert ev.summary("ana")["total"]["accepted"] == 1
+
+
+def test_users_tallies_are_bounded(monkeypatch):
+    from fimgate.gateway import events
+
+    monkeypatch.setattr(events, "MAX_USERS", 5)
+    ev = Events(CollectorRegistry())
+    for i in range(20):
+        ev.answered(f"c{i}", f"user{i}", "go", UsageReport(10), "f()")
+        ev.record(f"user{i}", "select", f"c{i}", None, None)
+    assert len(ev._users) == 5 and len(ev._recent) == 5 and "user19" in ev._users

@@ -67,3 +67,15 @@ def test_random_eviction_is_seeded_and_respects_pins():
 def test_unknown_policy_is_rejected():
     with pytest.raises(ValueError, match="unknown pin policy"):
         KeystrokePins("sticky")
+
+
+def test_the_sessions_remembered_are_bounded(monkeypatch):
+    """One entry per user and document had no cap: a client naming new documents grew it forever."""
+    from fimgate.backend import pinning
+
+    monkeypatch.setattr(pinning, "MAX_SESSIONS", 100)
+    pins = pinning.KeystrokePins("pin")
+    for i in range(1000):
+        pins.ttl_s(("u", f"doc{i}"), float(i))
+    pins.ttl_s(("u", "doc900"), 2000.0)  # a recent one is kept, and its rhythm with it
+    assert len(pins._sessions) == 100 and ("u", "doc999") in pins._sessions and ("u", "doc0") not in pins._sessions

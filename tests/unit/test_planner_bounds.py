@@ -99,3 +99,16 @@ def test_a_line_longer_than_was_measured_is_cut_even_when_its_measured_part_fits
     text = "x" * 1_000_000
     w = cut_window(text, len(text), EightCharTokens(), cfg)
     assert len(EightCharTokens().encode(text[w.prefix_start : w.cursor])) <= cfg.prefix_tokens
+
+
+def test_sessions_are_bounded_in_bytes_not_only_in_count(smol_tok):
+    """4,096 sessions of large windows and context each held megabytes of prompts and text."""
+    from fimgate.efim.planner import session_bytes
+
+    planner = EfimPlanner(smol_tok, TEMPLATES["smollm2"], WindowConfig(), max_bytes=2_000_000)
+    body = "".join(f"def handler_{i}(request):\n    return request.reply({i})\n" for i in range(300))
+    for i in range(40):
+        planner.plan(EditorState("u", f"doc{i}", body, len(body) // 2, context=(ContextChunk("a.py", body[:8000]),)))
+    assert planner.held_bytes <= 2_000_000
+    assert planner.held_bytes == sum(session_bytes(s) for s in planner._sessions.values())
+    assert ("u", "doc39") in planner._sessions and ("u", "doc0") not in planner._sessions
