@@ -127,6 +127,8 @@ def cmd_serve(a) -> int:
         keys = ApiKeys.from_file(a.api_keys) if a.api_keys else None
     except (OSError, ValueError) as e:
         raise UserError(f"API keys: {e}") from None
+    if a.keyed_status and keys is None:
+        raise UserError("--keyed-status protects the status endpoints with --api-keys: give the keys")
     if a.operators and keys is None:
         raise UserError("--operators names users of --api-keys (without keys, whoever runs the gateway sees everything)")
     if keys is not None:
@@ -138,7 +140,7 @@ def cmd_serve(a) -> int:
     except OSError as e:
         raise UserError(f"cannot listen on {a.host}:{a.port}: {e.strerror or e}") from None
     service = load_service(a)
-    serve(service, sock, keys, read_timeout_s=a.read_timeout_s)
+    serve(service, sock, keys, read_timeout_s=a.read_timeout_s, keyed_status=a.keyed_status)
     return 0
 
 
@@ -206,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=DEFAULT_PORT)
     s.add_argument("--api-keys", default=None, metavar="FILE", help="'KEY USER' lines; requests then need a key")
+    s.add_argument(
+        "--keyed-status",
+        action="store_true",
+        help="with --api-keys: /health, /metrics, /props and /v1/models need a key too (default: open, for probes)",
+    )
     s.add_argument(
         "--operators",
         default=None,

@@ -80,8 +80,12 @@ class _Metrics:
 
 
 def create_app(
-    service: CompletionService, api_keys: ApiKeys | None = None, read_timeout_s: float = BODY_READ_TIMEOUT_S
+    service: CompletionService,
+    api_keys: ApiKeys | None = None,
+    read_timeout_s: float = BODY_READ_TIMEOUT_S,
+    keyed_status: bool = False,
 ) -> FastAPI:
+    """keyed_status: with api_keys, /health, /metrics, /props and /v1/models need a key too."""
     app = FastAPI(title="fimgate", version="0.1.0")
     app.add_middleware(
         BodyLimit, max_bytes=MAX_BODY_BYTES, read_timeout_s=read_timeout_s, max_undeclared_bytes=MAX_UNDECLARED_BODY_BYTES
@@ -241,16 +245,23 @@ def create_app(
 
         return await run(state, sampling, body.stream, shape, "infill", request, form, answered)
 
+    def status_key(request: Request) -> None:
+        if keyed_status and api_keys is not None:
+            user_of(request, None)  # a 401 without a valid key
+
     @app.get("/props")
-    async def llama_props():
+    async def llama_props(request: Request):
+        status_key(request)
         return props(model_name, service.backend.context_tokens)
 
     @app.get("/v1/models")
-    async def models():
+    async def models(request: Request):
+        status_key(request)
         return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "fimgate"}]}
 
     @app.get("/health")
-    async def health():
+    async def health(request: Request):
+        status_key(request)
         stats = service.backend.stats()
         extra = {"servers": stats["servers"], "moves": stats["moves"]} if "servers" in stats else {}
         if "threads" in stats:  # the embedded engine: how many compute threads run, and why
@@ -258,7 +269,8 @@ def create_app(
         return {"status": "ok", "model": model_name, **extra}
 
     @app.get("/metrics")
-    async def prometheus():
+    async def prometheus(request: Request):
+        status_key(request)
         stats = service.backend.stats()
         metrics.pinned.set(stats.get("pinned_blocks", 0))
         metrics.used.set(stats.get("used_blocks", 0))

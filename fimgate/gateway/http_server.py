@@ -84,13 +84,17 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    service: CompletionService, sock: socket.socket, api_keys: ApiKeys | None = None, read_timeout_s: float = READ_TIMEOUT_S
+    service: CompletionService,
+    sock: socket.socket,
+    api_keys: ApiKeys | None = None,
+    read_timeout_s: float = READ_TIMEOUT_S,
+    keyed_status: bool = False,
 ) -> None:
     """Serve until SIGTERM / SIGINT; compute on this (the main) thread."""
     service.runner = MainThreadRunner()
     protocol = type("TimedH11", (TimedH11Protocol,), {"header_timeout_s": read_timeout_s})
     config = uvicorn.Config(
-        create_app(service, api_keys, read_timeout_s),
+        create_app(service, api_keys, read_timeout_s, keyed_status),
         log_level="warning",
         http=protocol,
         timeout_graceful_shutdown=1,

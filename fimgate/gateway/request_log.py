@@ -1,8 +1,11 @@
 """`--request-log FILE`: one JSON line per request, written when it ends - when it arrived and was
 planned (`at`, wall clock, so a client's own timestamps line up with it), what kind it was, when
 its first text was ready to send, what it cost (the usage report) and how it ended. Never the text: a log an operator
-keeps must not hold what people typed. Sessions are named by a hash of (user, document), enough
-to follow one person's requests without naming them.
+keeps must not hold what people typed. Sessions are named by an HMAC of (user, document) under a
+secret drawn when the server starts ($FIMGATE_LOG_SECRET keeps it across restarts): enough to
+follow one person's requests in one log, not to recompute who they were. The file is bounded:
+past `max_bytes` it is renamed FILE.1 (replacing the one before) and a new FILE begins, so the
+log takes at most twice that.
 
     {"at": 1764641234.512, "session": "3f2a9c1b", "kind": "typing", "first_text_ms": 41.2,
      "end_ms": 160.4, "chars": 23, "usage": {...UsageReport.as_dict()}}
@@ -15,22 +18,36 @@ it finished (the client went away) has "usage": null and "closed": true.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
+import secrets
 import threading
 import time
 from typing import Iterator
 
 from fimgate.backend.base import Finished, StreamEvent, TextDelta
 
+MAX_BYTES = 64 << 20  # one file's size before it is rotated
+
 
 class RequestLog:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, max_bytes: int = MAX_BYTES, secret: bytes | None = None) -> None:
         self.path = path
-        try:
-            self._file = open(path, "a", encoding="utf-8", buffering=1)  # a line at a time: tail -f works
-        except OSError as e:
-            raise ValueError(f"--request-log {path}: cannot write there ({e.strerror})") from None
+        self.max_bytes = max_bytes
+        env = os.environ.get("FIMGATE_LOG_SECRET")
+        self._secret = secret or (env.encode() if env else secrets.token_bytes(32))
+        self._file = self._open()
         self._lock = threading.Lock()
+
+    def _open(self):
+        try:
+            return open(self.path, "a", encoding="utf-8", buffering=1)  # a line at a time: tail -f works
+        except OSError as e:
+            raise ValueError(f"--request-log {self.path}: cannot write there ({e.strerror})") from None
+
+    def session_name(self, session: tuple[str, str]) -> str:
+        return hmac.new(self._secret, "\0".join(session).encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:12]
 
     def close(self) -> None:
         with self._lock:
@@ -58,7 +75,7 @@ class RequestLog:
             now = time.monotonic()
             line = {
                 "at": round(at, 4),
-                "session": hashlib.sha256("\0".join(session).encode()).hexdigest()[:8],
+                "session": self.session_name(session),
                 "kind": kind,
                 "first_text_ms": None if first is None else round((first - t0) * 1000, 1),
                 "end_ms": round((now - t0) * 1000, 1),
@@ -71,8 +88,13 @@ class RequestLog:
 
     def _write(self, line: dict) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.write(json.dumps(line) + "\n")
+            if self._file.closed:
+                return
+            self._file.write(json.dumps(line) + "\n")
+            if self._file.tell() >= self.max_bytes:  # rotate: FILE -> FILE.1, a new FILE
+                self._file.close()
+                os.replace(self.path, self.path + ".1")
+                self._file = self._open()
 
 
 def read_log(path: str) -> list[dict]:

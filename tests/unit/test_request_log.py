@@ -32,6 +32,24 @@ def test_a_line_per_request_with_its_cost_and_never_its_text(tmp_path):
     assert lines[0]["session"] != lines[1]["session"]
 
 
+def test_session_names_cannot_be_recomputed_and_the_file_is_bounded(tmp_path):
+    """The log named sessions sha256(user NUL document)[:8], which anyone could recompute, and grew
+    without bound (~45 KB/s at ~90 requests/s)."""
+    import hashlib
+
+    path = tmp_path / "requests.jsonl"
+    log = RequestLog(str(path), max_bytes=20_000)
+    for i in range(400):
+        list(log.watch(_events("x"), ("alice", f"d{i % 3}.py"), "typing"))
+    names = {line["session"] for line in read_log(str(path))}
+    assert len(names) == 3
+    assert hashlib.sha256(b"alice\0d0.py").hexdigest()[:8] not in {n[:8] for n in names}
+    assert path.stat().st_size < 20_000 + 2_000 and (tmp_path / "requests.jsonl.1").stat().st_size < 20_000 + 2_000
+    assert len(list(tmp_path.iterdir())) == 2  # the log and one rotated file, no more
+    other = RequestLog(str(tmp_path / "other.jsonl"))  # another server: another secret
+    assert other.session_name(("alice", "d0.py")) != log.session_name(("alice", "d0.py"))
+
+
 def test_a_key_with_no_ghost_text_gets_the_reason_the_server_saw():
     at = 1_000_000.0  # the key times (ms) and the log (s) share the wall clock
     keys = [
