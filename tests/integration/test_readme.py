@@ -47,6 +47,6 @@ def test_the_use_it_block_runs_as_written(url, tmp_path):
             out = json.loads(r.stdout)
             assert out["completion"].strip() and "print(add" not in out["completion"]
         elif line.endswith("models"):
-            assert "bundled" in r.stdout
+            assert "qwen2.5-coder-0.5b (default)" in r.stdout
         ran += 1
     assert ran == len(lines) - 1 >= 5
