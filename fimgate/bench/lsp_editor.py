@@ -23,6 +23,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from fimgate.bench.editor import Slice, summarize
+from fimgate.bench.memory import rss_bytes
 from fimgate.efim.offsets import line_starts, offset_to_position
 
 OPEN_S = 1.8  # a file opened: the time VS Code's Quick Open takes in bench editor's replay, before the first key
@@ -77,9 +78,11 @@ async def _ask(doc: _Doc, t0: float, window_s: float) -> tuple[float | None, str
     return (round((time.perf_counter() - t0) * 1000, 1) if text.strip() else None), text
 
 
-async def _replay(sl: Slice, server: list[str], settings: dict, delay_s: float = 0.0) -> list[dict]:
+async def _replay(sl: Slice, server: list[str], settings: dict, delay_s: float = 0.0, rss: list | None = None) -> list[dict]:
+    """rss: gets the server process's resident memory (bytes) sampled after every key, and at the end."""
     client = LanguageClient("fimgate-bench-lsp", "1")
     await client.start_io(*server)
+    pid = client._server.pid if getattr(client, "_server", None) is not None else None
     await client.initialize_async(
         types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options={"fimgate": settings})
     )
@@ -119,6 +122,8 @@ async def _replay(sl: Slice, server: list[str], settings: dict, delay_s: float =
                         await asyncio.sleep(delay_s)  # the editor's own wait before it asks
                         shown_ms, text = await _ask(doc, t0, max(0.001, window_s - (time.perf_counter() - t0)))
                     keys.append({"window_ms": s["wait_ms"], "shown_ms": shown_ms, "text": text})
+                    if rss is not None and pid is not None:
+                        rss.append(rss_bytes(pid))
                     await asyncio.sleep(max(0.0, s["wait_ms"] / 1000 - (time.perf_counter() - t0)))
     finally:
         await client.shutdown_async(None)
@@ -130,5 +135,10 @@ async def _replay(sl: Slice, server: list[str], settings: dict, delay_s: float =
 def bench_lsp(sl: Slice, serve_flags: list[str], settings: dict, delay_s: float = 0.0) -> dict:
     """Replay the slice against `fimgate lsp SERVE_FLAGS` (embedded engine by default); the
     client waits `delay_s` after each key before it asks, as editors do."""
-    keys = asyncio.run(_replay(sl, [sys.executable, "-m", "fimgate", "lsp", *serve_flags], settings, delay_s))
-    return summarize(keys, sl.typed_next)
+    rss: list[int | None] = []
+    keys = asyncio.run(_replay(sl, [sys.executable, "-m", "fimgate", "lsp", *serve_flags], settings, delay_s, rss))
+    out = summarize(keys, sl.typed_next)
+    seen = [r for r in rss if r]
+    if seen:  # the server's resident memory over the replay: what it ends at and its peak
+        out["server_rss_mb"] = {"last": round(seen[-1] / 1e6, 1), "max": round(max(seen) / 1e6, 1)}
+    return out

@@ -47,7 +47,7 @@ typedef struct {
 /* y = x W^T (+ bias) for m rows of x; qws: room for x quantized (quant_workspace bytes). */
 static void apply(const Linear *l, const float *x, float *y, int64_t m, void *qws, int threads) {
     if (l->kind == QUANT)
-        quant_gemv((const QMatrix *)l->w, (int)l->n_parts, x, y, m, qws, threads);
+        quant_gemv((const QMatrix *)l->w, (int)l->n_parts, x, y, m, qws, threads, 0, NULL);
     else if (l->kind == INT8)
         int8_gemv((const int8_t *)l->w, l->scale, x, y, l->rows, l->cols, m, threads);
     else if (l->kind == BF16)

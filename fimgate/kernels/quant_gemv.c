@@ -41,7 +41,7 @@
 #define R 16   /* rows per group */
 #define QB 32  /* values per block */
 #define SB 8   /* blocks per K super-block (256 values) */
-#define XT 4   /* rows of x per tile */
+#define XT 8   /* rows of x per tile: a group's weights are unpacked once for up to 8 rows */
 
 /* GGUF's type numbers (gguf.GGMLQuantizationType) */
 enum { Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14 };
@@ -60,6 +60,10 @@ static inline int high_bytes(int f) { return bits(f) == 5 ? 64 : bits(f) == 6 ? 
 static inline int scale_bytes(int f) { return (f == Q4_1 || f == Q5_1) ? 64 : 32; }  /* s, o fp16; or sc (+ m) bytes */
 static inline int record_bytes(int f) { return scale_bytes(f) + high_bytes(f) + value_bytes(f); }
 static inline int header_bytes(int f) { return f == Q6_K ? 32 : is_k(f) ? 64 : 0; }
+
+/* Rows of x a tile takes: 8, but 4 for 8-bit weights (they need all 8 chunk registers loaded,
+ * and 8 rows' accumulators beside them spill: measured slower) */
+static inline int tile_rows(int f) { return f == Q8_0 ? 4 : XT; }
 
 /* The offset subtracted as a multiple of s (w = s * (q - C)), 0 where o is stored. */
 static inline int offset_c(int f) { return f == Q4_0 ? 8 : f == Q5_0 ? 16 : f == Q8_0 ? 128 : f == Q6_K ? 32 : 0; }
@@ -210,7 +214,7 @@ static inline __attribute__((always_inline)) void group_tile(const uint8_t *g, c
                                                               float *out) {
     __m512 y[XT];
     __m512 d = _mm512_setzero_ps(), dmin = _mm512_setzero_ps();
-    for (int i = 0; i < XT; i++) y[i] = _mm512_setzero_ps();
+    for (int i = 0; i < mt; i++) y[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *rec = record(g, f, b);
         if (is_k(f) && b % SB == 0) {
@@ -295,7 +299,11 @@ static inline void group_tile(const uint8_t *g, const int f, int64_t nb, const i
         case 1: group_tile(g, F, nb, xq, dx, xs, k, 1, out); break;         \
         case 2: group_tile(g, F, nb, xq, dx, xs, k, 2, out); break;         \
         case 3: group_tile(g, F, nb, xq, dx, xs, k, 3, out); break;         \
-        default: group_tile(g, F, nb, xq, dx, xs, k, 4, out); break;        \
+        case 4: group_tile(g, F, nb, xq, dx, xs, k, 4, out); break;         \
+        case 5: group_tile(g, F, nb, xq, dx, xs, k, 5, out); break;         \
+        case 6: group_tile(g, F, nb, xq, dx, xs, k, 6, out); break;         \
+        case 7: group_tile(g, F, nb, xq, dx, xs, k, 7, out); break;         \
+        default: group_tile(g, F, nb, xq, dx, xs, k, 8, out); break;        \
         }                                                                   \
         break;
 
@@ -342,27 +350,49 @@ void quant_gemv_multi(const QMatrix *ws, int n, const int8_t *xq, const float *d
         const uint8_t *g = w->data + gi * w->group_bytes;
         int64_t r0 = gi * R, rn = w->rows - r0 < R ? w->rows - r0 : R;
         float out[XT * R];
-        for (int64_t i0 = 0; i0 < m; i0 += XT) {
-            int mt = m - i0 < XT ? (int)(m - i0) : XT;
+        const int xt = tile_rows((int)w->format);
+        for (int64_t i0 = 0; i0 < m; i0 += xt) {
+            int mt = m - i0 < xt ? (int)(m - i0) : xt;
             group_dispatch(g, (int)w->format, nb, xq + i0 * k, dx + i0 * nb, xs + i0 * 2 * nb, k, mt, out);
             for (int a = 0; a < mt; a++) memcpy(y + (i0 + a) * ystride + ycol + r0, out + a * R, rn * sizeof(float));
         }
     }
 }
 
-/* Bytes of work space quant_gemv needs for m rows of x with `cols` values. */
+/* Bytes of work space quant_gemv needs for m rows of x with `cols` values (twice m with residual). */
 int64_t quant_workspace(int64_t m, int64_t cols) {
     return ((m * cols + 63) & ~(int64_t)63) + m * (cols / QB) * (int64_t)(sizeof(float) + 2 * sizeof(int32_t)) + 64;
 }
 
-/* quant_gemv_multi for fp32 x (m, cols): x quantized into `work` (quant_workspace bytes) first. */
-void quant_gemv(const QMatrix *ws, int n, const float *x, float *y, int64_t m, void *work, int threads) {
-    int64_t k = ws[0].cols, nb = k / QB;
+/* quant_gemv_multi for fp32 x (m, cols): x quantized into `work` (quant_workspace bytes) first.
+ * residual: each row of x goes as two rows of 8-bit blocks - x quantized, then what that rounding
+ * left out, quantized again (scales ~254x smaller) - and y is their sum: activations good to ~16
+ * bits for the price of a 2-row product, which a one-token step hardly notices (it waits on the
+ * weights' reads, done once for both rows). y2: room for (2m, rows) floats then. */
+void quant_gemv(const QMatrix *ws, int n, const float *x, float *y, int64_t m, void *work, int threads, int residual,
+                float *y2) {
+    int64_t k = ws[0].cols, nb = k / QB, rows = 0, mq = residual ? 2 * m : m;
+    for (int j = 0; j < n; j++) rows += ws[j].rows;
     int8_t *xq = (int8_t *)work;
-    float *dx = (float *)(xq + ((m * k + 63) & ~(int64_t)63));
-    int32_t *xs = (int32_t *)(dx + m * nb);
-    quantize_x(x, m, k, xq, dx, xs);
-    quant_gemv_multi(ws, n, xq, dx, xs, y, m, threads);
+    float *dx = (float *)(xq + ((mq * k + 63) & ~(int64_t)63));
+    int32_t *xs = (int32_t *)(dx + mq * nb);
+    if (!residual) {
+        quantize_x(x, m, k, xq, dx, xs);
+        quant_gemv_multi(ws, n, xq, dx, xs, y, m, threads);
+        return;
+    }
+    float rest[QB];
+    for (int64_t i = 0; i < m; i++) {
+        quantize_x(x + i * k, 1, k, xq + 2 * i * k, dx + 2 * i * nb, xs + 2 * i * 2 * nb);
+        for (int64_t b = 0; b < nb; b++) {  /* what the first rounding left, a block at a time */
+            const float d = dx[2 * i * nb + b];
+            for (int j = 0; j < QB; j++) rest[j] = x[i * k + b * QB + j] - (float)xq[2 * i * k + b * QB + j] * d;
+            quantize_x(rest, 1, QB, xq + (2 * i + 1) * k + b * QB, dx + (2 * i + 1) * nb + b, xs + (2 * i + 1) * 2 * nb + 2 * b);
+        }
+    }
+    quant_gemv_multi(ws, n, xq, dx, xs, y2, mq, threads);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t r = 0; r < rows; r++) y[i * rows + r] = y2[2 * i * rows + r] + y2[(2 * i + 1) * rows + r];
 }
 
 /* Rows [row0, row0 + nrows) of W dequantized: out (nrows, cols), fp32 (bf16 = 0) or bf16 bit

@@ -30,7 +30,7 @@ class CMatrix(ctypes.Structure):
 
 
 SIGNATURES = {
-    "quant_gemv": ([_P, ctypes.c_int, _P, _P, _I, _P, ctypes.c_int], None),
+    "quant_gemv": ([_P, ctypes.c_int, _P, _P, _I, _P, ctypes.c_int, ctypes.c_int, _P], None),
     "quant_dequant_rows": ([_P, _P, _I, _P], None),
     "quant_workspace": ([_I, _I], _I),
     "quant_dequant": ([_P, _I, _I, _P, ctypes.c_int, ctypes.c_int], None),
@@ -100,10 +100,15 @@ class QuantParts:
 
 
 def quant_linear(
-    x: torch.Tensor, w: "QuantMatrix | QuantParts", threads: int | None = None, kernel: cpu_build.Kernel = KERNEL
+    x: torch.Tensor,
+    w: "QuantMatrix | QuantParts",
+    threads: int | None = None,
+    kernel: cpu_build.Kernel = KERNEL,
+    residual: bool = False,
 ) -> torch.Tensor:
     """x: (n, cols) fp32 on CPU -> (n, rows) fp32 = x @ W^T, x quantized per 32 values (int8);
-    QuantParts give their outputs side by side, from one call. kernel: PLAIN_KERNEL runs the
+    QuantParts give their outputs side by side, from one call. residual: x as two 8-bit rows (x,
+    then what its rounding left out), for ~16-bit activations. kernel: PLAIN_KERNEL runs the
     plain loops (tests)."""
     lib = kernel.lib
     if lib is None:
@@ -114,8 +119,19 @@ def quant_linear(
     x = x.contiguous()
     n = x.shape[0]
     y = torch.empty(n, w.rows)
-    ws = torch.empty(lib.quant_workspace(n, w.cols), dtype=torch.uint8)
-    lib.quant_gemv(w.carray, len(w.parts), x.data_ptr(), y.data_ptr(), n, ws.data_ptr(), threads or torch.get_num_threads())
+    ws = torch.empty(lib.quant_workspace(2 * n if residual else n, w.cols), dtype=torch.uint8)
+    y2 = torch.empty(2 * n, w.rows) if residual else None
+    lib.quant_gemv(
+        w.carray,
+        len(w.parts),
+        x.data_ptr(),
+        y.data_ptr(),
+        n,
+        ws.data_ptr(),
+        threads or torch.get_num_threads(),
+        int(residual),
+        None if y2 is None else y2.data_ptr(),
+    )
     return y
 
 

@@ -66,12 +66,12 @@ def test_products_equal_the_dequantized_weights(fmt, kernel):
     """Against the file's fp32 weights times x rounded as the kernel rounds it: equal up to fp32
     sums; against x itself: within the bound that rounding allows."""
     m, w = _matrix(fmt)
-    x = torch.randn(6, COLS, generator=torch.Generator().manual_seed(1))  # 6 rows: a 4-row tile and a partial one
+    x = torch.randn(11, COLS, generator=torch.Generator().manual_seed(1))  # 11 rows: an 8-row tile and a partial one
     y = quant_linear(x, m, kernel=kernel).numpy().astype(np.float64)
     want = _x_as_quantized(x).astype(np.float64) @ w.T.astype(np.float64)
     assert np.abs(y - want).max() <= 1e-5 * np.abs(want).max()
     exact = x.numpy().astype(np.float64) @ w.T.astype(np.float64)
-    step = np.abs(x.numpy()).reshape(6, -1, 32).max(-1) / 127  # dx per block
+    step = np.abs(x.numpy()).reshape(11, -1, 32).max(-1) / 127  # dx per block
     bound = (step / 2) @ np.abs(w.astype(np.float64)).reshape(ROWS, -1, 32).sum(-1).T
     assert (np.abs(y - exact) <= bound * 1.001 + 1e-5 * np.abs(exact).max()).all()
 
@@ -108,7 +108,20 @@ def test_matrices_of_different_formats_side_by_side_are_each_alone():
 def test_a_row_of_x_is_the_same_alone_or_in_a_batch():
     """What a batched step relies on: each row's product does not depend on the rows beside it."""
     m, _ = _matrix(T.Q4_K)
-    x = torch.randn(7, COLS, generator=torch.Generator().manual_seed(5))
+    x = torch.randn(13, COLS, generator=torch.Generator().manual_seed(5))
     together = quant_linear(x, m)
-    for i in range(7):
+    for i in range(13):
         assert torch.equal(together[i], quant_linear(x[i : i + 1], m)[0])
+
+
+@needs_kernel
+@pytest.mark.parametrize("fmt", [T.Q8_0, T.Q6_K], ids=lambda f: f.name)
+def test_residual_activations_are_good_to_about_16_bits(fmt):
+    """x as two 8-bit rows (x, then what its rounding left out): what the output head takes."""
+    m, w = _matrix(fmt)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(5, COLS, generator=g) * torch.exp(torch.randn(5, COLS, generator=g))  # outliers, as hidden states have
+    exact = x.double().numpy() @ w.T.astype(np.float64)
+    plain = np.abs(quant_linear(x, m).numpy() - exact).max() / np.abs(exact).max()
+    residual = np.abs(quant_linear(x, m, residual=True).numpy() - exact).max() / np.abs(exact).max()
+    assert residual < 1e-4 and residual < plain / 50

@@ -179,7 +179,7 @@ class LlamaModel:
         t = {k: v if isinstance(v, QuantMatrix) else v.to(self.device, dtype) for k, v in tensors.items()}
         self.embed = t["embed"]  # a tensor, or a QuantMatrix read row by row (embed_tokens)
         head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
-        self.lm_head = QuantWeight([head]) if isinstance(head, QuantMatrix) else head
+        self.lm_head = QuantWeight([head], residual=True) if isinstance(head, QuantMatrix) else head  # quant_linear.py
         self.final_norm = t["final_norm"]
         self.screened_head = (
             ScreenedHead(self.lm_head)
