@@ -140,5 +140,11 @@ def bench_lsp(sl: Slice, serve_flags: list[str], settings: dict, delay_s: float 
     out = summarize(keys, sl.typed_next)
     seen = [r for r in rss if r]
     if seen:  # the server's resident memory over the replay: what it ends at and its peak
-        out["server_rss_mb"] = {"last": round(seen[-1] / 1e6, 1), "max": round(max(seen) / 1e6, 1)}
+        at = lambda i: round(seen[min(len(seen) - 1, i)] / 1e6, 1)  # noqa: E731
+        out["server_rss_mb"] = {
+            "first_key": at(0),
+            "middle": at(len(seen) // 2),
+            "last": at(-1),
+            "max": round(max(seen) / 1e6, 1),
+        }
     return out
