@@ -76,7 +76,7 @@ def open_peers(a, engine):
 
 
 def cmd_bench_engine(a) -> int:
-    from fimgate.bench.engine_speed import compare, measure, memory_floor
+    from fimgate.bench.engine_speed import compare, measure, memory_floor, read_bandwidth_now
     from fimgate.bench.memory import rss_bytes
 
     peer_names(a)
@@ -94,13 +94,14 @@ def cmd_bench_engine(a) -> int:
 
         # first, as a server that has just started would (what ran before shapes the C heap: heap.py)
         moved = moved_prompt(engine, a.cached_tokens, CORRECTION_SHARE)
+    before_bw = read_bandwidth_now(engine) if a.backend == "embedded" else None
     result = {"precision": precision(a), **measure(engine, prefill_tokens=a.prefill_tokens, cached_tokens=a.cached_tokens)}
     if moved is not None:
         result["moved_prompt"] = moved
     after = rss_bytes()
     result["rss_mb"] = mb(after)  # the whole process: Python and torch included
     result["rss_added_mb"] = mb(after - before) if after and before else None  # the engine: weights, KV pool, work space
-    floor = memory_floor(engine, result)
+    floor = memory_floor(engine, result, [before_bw, read_bandwidth_now(engine) if a.backend == "embedded" else None])
     if floor is not None:
         result["memory_floor"] = floor
     before = rss_bytes()

@@ -66,18 +66,23 @@ def measure(engine, prefill_tokens: int = 1000, cached_tokens: int = 2000) -> di
     }
 
 
-def memory_floor(engine, result: dict) -> dict | None:
-    """What memory bandwidth allows a decode step at the cached length: the bytes the step reads
-    (every weight of the layers and the head once, the K/V of the context) over the read
-    bandwidth measured now, beside the step measured. None for engines fimgate does not hold."""
+def read_bandwidth_now(engine) -> float | None:
     from fimgate.kernels.membw import read_bandwidth
 
+    return read_bandwidth(getattr(engine, "threads", None))
+
+
+def memory_floor(engine, result: dict, samples: list[float | None]) -> dict | None:
+    """What memory bandwidth allows a decode step at the cached length: the bytes the step reads
+    (every weight of the layers and the head once, the K/V of the context) over the read
+    bandwidth (the mean of `samples`, measured right before and right after the decode figures:
+    on a shared VM it moves from hour to hour), beside the step measured. None for engines
+    fimgate does not hold."""
     model = getattr(engine, "model", None)
-    if model is None or not hasattr(model, "weight_bytes"):
+    samples = [b for b in samples if b]
+    if model is None or not hasattr(model, "weight_bytes") or not samples:
         return None
-    bandwidth = read_bandwidth(getattr(engine, "threads", None))
-    if not bandwidth:
-        return None
+    bandwidth = sum(samples) / len(samples)
     cfg = model.cfg
     kv_bytes = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * result["cached_tokens"] * 4
     step_bytes = model.weight_bytes + kv_bytes
@@ -87,6 +92,7 @@ def memory_floor(engine, result: dict) -> dict | None:
         "weight_bytes": model.weight_bytes,
         "kv_bytes_at_cached": kv_bytes,
         "read_bandwidth_gb_s": round(bandwidth / 1e9, 1),
+        "read_bandwidth_samples_gb_s": [round(b / 1e9, 1) for b in samples],
         "floor_step_ms": round(floor_ms, 2),
         "floor_tokens_per_s": round(1000 / floor_ms, 1),
         "decode_step_over_floor": round(result["decode_step_ms_at_cached"] / floor_ms, 2),
