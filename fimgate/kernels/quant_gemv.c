@@ -31,7 +31,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include <omp.h>
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && !defined(FIMGATE_NO_SIMD)
 #define QUANT_SIMD 1
 #include <immintrin.h>
@@ -210,89 +209,56 @@ static inline __m512 cvt_i8x16(const uint8_t *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 
-/* NG groups (1, or 2 read side by side: two streams of reads in flight for a one-token step) */
-static inline __attribute__((always_inline)) void group_tile_n(const uint8_t *const *gs, const int NG, const int f,
-                                                                int64_t nb, const int8_t *xq, const float *dx,
-                                                                const int32_t *xs, int64_t k, const int mt,
-                                                                float *const *outs) {
-    __m512 y[2][XT];
-    __m512 d[2], dmin[2];
-    for (int q = 0; q < NG; q++) {
-        d[q] = dmin[q] = _mm512_setzero_ps();
-        for (int i = 0; i < mt; i++) y[q][i] = _mm512_setzero_ps();
-    }
-    for (int64_t b = 0; b < nb; b++) {
-        for (int q = 0; q < NG; q++) {
-            const uint8_t *g = gs[q], *rec = record(g, f, b);
-            if (is_k(f) && b % SB == 0) {
-                const uint8_t *hd = header(g, f, b);
-                d[q] = cvt_half16(hd);
-                if (f != Q6_K) dmin[q] = cvt_half16(hd + 32);
-            }
-            __m512i w[8];
-            unpack(rec, f, w);
-            __m512 s0, s1 = _mm512_setzero_ps(), o = _mm512_setzero_ps();
-            if (f == Q6_K) {
-                s0 = _mm512_mul_ps(d[q], cvt_i8x16(rec));
-                s1 = _mm512_mul_ps(d[q], cvt_i8x16(rec + R));
-            } else if (is_k(f)) {
-                s0 = _mm512_mul_ps(d[q], cvt_u8x16(rec));
-                o = _mm512_mul_ps(dmin[q], cvt_u8x16(rec + R));  /* subtracted below */
-            } else {
-                s0 = cvt_half16(rec);
-                if (f == Q4_1 || f == Q5_1) o = cvt_half16(rec + 32);
-            }
-            for (int i = 0; i < mt; i++) {
-                const int32_t *xb = (const int32_t *)(xq + i * k + b * QB);
-                __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-                for (int c = 0; c < 4; c++) a0 = _mm512_dpbusd_epi32(a0, w[c], _mm512_set1_epi32(xb[c]));
-                for (int c = 4; c < 8; c++) a1 = _mm512_dpbusd_epi32(a1, w[c], _mm512_set1_epi32(xb[c]));
-                float dxb = dx[i * nb + b];
-                int32_t x0 = xs[i * 2 * nb + 2 * b], x1 = xs[i * 2 * nb + 2 * b + 1];
-                __m512 vdx = _mm512_set1_ps(dxb);
-                if (f == Q6_K) {
-                    a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(32 * x0));
-                    a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(32 * x1));
-                    y[q][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(s0, vdx), y[q][i]);
-                    y[q][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(s1, vdx), y[q][i]);
-                } else if (offset_c(f)) {
-                    __m512i a = _mm512_sub_epi32(_mm512_add_epi32(a0, a1), _mm512_set1_epi32(offset_c(f) * (x0 + x1)));
-                    y[q][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(s0, vdx), y[q][i]);
-                } else {
-                    y[q][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(s0, vdx), y[q][i]);
-                    __m512 sx = _mm512_set1_ps(dxb * (float)(x0 + x1));
-                    y[q][i] = is_k(f) ? _mm512_fnmadd_ps(o, sx, y[q][i]) : _mm512_fmadd_ps(o, sx, y[q][i]);
-                }
-            }
-        }
-    }
-    for (int q = 0; q < NG; q++)
-        for (int i = 0; i < mt; i++) _mm512_storeu_ps(outs[q] + i * R, y[q][i]);
-}
-
 static inline __attribute__((always_inline)) void group_tile(const uint8_t *g, const int f, int64_t nb, const int8_t *xq,
                                                               const float *dx, const int32_t *xs, int64_t k, const int mt,
                                                               float *out) {
-    group_tile_n(&g, 1, f, nb, xq, dx, xs, k, mt, &out);
-}
-
-#ifndef PAIRS
-#define PAIRS 1
-#endif
-static void pair_dispatch(const uint8_t *g1, const uint8_t *g2, int f, int64_t nb, const int8_t *xq, const float *dx,
-                          const int32_t *xs, int64_t k, float *out1, float *out2) {
-    const uint8_t *gs[2] = {g1, g2};
-    float *outs[2] = {out1, out2};
-    switch (f) {
-    case Q4_0: group_tile_n(gs, 2, Q4_0, nb, xq, dx, xs, k, 1, outs); break;
-    case Q4_1: group_tile_n(gs, 2, Q4_1, nb, xq, dx, xs, k, 1, outs); break;
-    case Q5_0: group_tile_n(gs, 2, Q5_0, nb, xq, dx, xs, k, 1, outs); break;
-    case Q5_1: group_tile_n(gs, 2, Q5_1, nb, xq, dx, xs, k, 1, outs); break;
-    case Q8_0: group_tile_n(gs, 2, Q8_0, nb, xq, dx, xs, k, 1, outs); break;
-    case Q4_K: group_tile_n(gs, 2, Q4_K, nb, xq, dx, xs, k, 1, outs); break;
-    case Q5_K: group_tile_n(gs, 2, Q5_K, nb, xq, dx, xs, k, 1, outs); break;
-    case Q6_K: group_tile_n(gs, 2, Q6_K, nb, xq, dx, xs, k, 1, outs); break;
+    __m512 y[XT];
+    __m512 d = _mm512_setzero_ps(), dmin = _mm512_setzero_ps();
+    for (int i = 0; i < mt; i++) y[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *rec = record(g, f, b);
+        if (is_k(f) && b % SB == 0) {
+            const uint8_t *hd = header(g, f, b);
+            d = cvt_half16(hd);
+            if (f != Q6_K) dmin = cvt_half16(hd + 32);
+        }
+        __m512i w[8];
+        unpack(rec, f, w);
+        __m512 s0, s1 = _mm512_setzero_ps(), o = _mm512_setzero_ps();
+        if (f == Q6_K) {
+            s0 = _mm512_mul_ps(d, cvt_i8x16(rec));
+            s1 = _mm512_mul_ps(d, cvt_i8x16(rec + R));
+        } else if (is_k(f)) {
+            s0 = _mm512_mul_ps(d, cvt_u8x16(rec));
+            o = _mm512_mul_ps(dmin, cvt_u8x16(rec + R));  /* subtracted below */
+        } else {
+            s0 = cvt_half16(rec);
+            if (f == Q4_1 || f == Q5_1) o = cvt_half16(rec + 32);
+        }
+        for (int i = 0; i < mt; i++) {
+            const int32_t *xb = (const int32_t *)(xq + i * k + b * QB);
+            __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) a0 = _mm512_dpbusd_epi32(a0, w[c], _mm512_set1_epi32(xb[c]));
+            for (int c = 4; c < 8; c++) a1 = _mm512_dpbusd_epi32(a1, w[c], _mm512_set1_epi32(xb[c]));
+            float dxb = dx[i * nb + b];
+            int32_t x0 = xs[i * 2 * nb + 2 * b], x1 = xs[i * 2 * nb + 2 * b + 1];
+            __m512 vdx = _mm512_set1_ps(dxb);
+            if (f == Q6_K) {
+                a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(32 * x0));
+                a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(32 * x1));
+                y[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(s0, vdx), y[i]);
+                y[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(s1, vdx), y[i]);
+            } else if (offset_c(f)) {
+                __m512i a = _mm512_sub_epi32(_mm512_add_epi32(a0, a1), _mm512_set1_epi32(offset_c(f) * (x0 + x1)));
+                y[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(s0, vdx), y[i]);
+            } else {
+                y[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(s0, vdx), y[i]);
+                __m512 sx = _mm512_set1_ps(dxb * (float)(x0 + x1));
+                y[i] = is_k(f) ? _mm512_fnmadd_ps(o, sx, y[i]) : _mm512_fmadd_ps(o, sx, y[i]);
+            }
+        }
     }
+    for (int i = 0; i < mt; i++) _mm512_storeu_ps(out + i * R, y[i]);
 }
 #else
 static inline void group_tile(const uint8_t *g, const int f, int64_t nb, const int8_t *xq, const float *dx,
@@ -321,11 +287,6 @@ static inline void group_tile(const uint8_t *g, const int f, int64_t nb, const i
             }
             out[i * R + r] = y;
         }
-}
-#define PAIRS 0
-static void pair_dispatch(const uint8_t *g1, const uint8_t *g2, int f, int64_t nb, const int8_t *xq, const float *dx,
-                          const int32_t *xs, int64_t k, float *out1, float *out2) {
-    (void)g1, (void)g2, (void)f, (void)nb, (void)xq, (void)dx, (void)xs, (void)k, (void)out1, (void)out2;
 }
 #endif
 
@@ -366,31 +327,6 @@ static inline int locate(const QMatrix *ws, int n, int64_t t, int64_t *gi) {
     return j;
 }
 
-/* rows [i0, i0 + mt) of y for group gi of matrix j, from out (mt rows of R) */
-static inline void put_rows(const QMatrix *ws, int j, int64_t gi, const float *out, float *y, int64_t ystride, int64_t i0,
-                            int mt) {
-    int64_t ycol = 0;
-    for (int jj = 0; jj < j; jj++) ycol += ws[jj].rows;
-    int64_t r0 = gi * R, rn = ws[j].rows - r0 < R ? ws[j].rows - r0 : R;
-    for (int a = 0; a < mt; a++) memcpy(y + (i0 + a) * ystride + ycol + r0, out + a * R, rn * sizeof(float));
-}
-
-/* group t (of all the matrices' groups) against every row of x */
-static void one_group(const QMatrix *ws, int n, int64_t t, const int8_t *xq, const float *dx, const int32_t *xs, float *y,
-                      int64_t m, int64_t ystride, int64_t k, int64_t nb) {
-    int64_t gi;
-    int j = locate(ws, n, t, &gi);
-    const QMatrix *w = ws + j;
-    const uint8_t *g = w->data + gi * w->group_bytes;
-    float out[XT * R];
-    const int xt = tile_rows((int)w->format);
-    for (int64_t i0 = 0; i0 < m; i0 += xt) {
-        int mt = m - i0 < xt ? (int)(m - i0) : xt;
-        group_dispatch(g, (int)w->format, nb, xq + i0 * k, dx + i0 * nb, xs + i0 * 2 * nb, k, mt, out);
-        put_rows(ws, j, gi, out, y, ystride, i0, mt);
-    }
-}
-
 /* y = x W^T for `n` matrices sharing the input (q, k, v; gate, up), written side by side:
  * y (m, sum of rows) row i = [x_i W_0^T, x_i W_1^T, ...]. x is given quantized (quantize_x);
  * all the matrices' row groups are split across threads in one parallel loop. */
@@ -402,28 +338,23 @@ void quant_gemv_multi(const QMatrix *ws, int n, const int8_t *xq, const float *d
         ystride += ws[j].rows;
     }
     int64_t k = ws[0].cols, nb = k / QB;
-    /* each thread a contiguous run of groups; for one row of x, read as two halves side by side
-     * (two streams of reads in flight: more of the memory's bandwidth than one sequential read) */
-#pragma omp parallel num_threads(threads)
-    {
-        int64_t th = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t lo = total * th / nt, hi = total * (th + 1) / nt, half = (hi - lo + 1) / 2;
-        for (int64_t u = lo; u < lo + half; u++) {
-            int64_t t2 = u + half;
-            if (m == 1 && PAIRS && t2 < hi) {
-                int64_t gi1, gi2;
-                int j1 = locate(ws, n, u, &gi1), j2 = locate(ws, n, t2, &gi2);
-                if (ws[j1].format == ws[j2].format) {
-                    float o1[R], o2[R];
-                    pair_dispatch(ws[j1].data + gi1 * ws[j1].group_bytes, ws[j2].data + gi2 * ws[j2].group_bytes,
-                                  (int)ws[j1].format, nb, xq, dx, xs, k, o1, o2);
-                    put_rows(ws, j1, gi1, o1, y, ystride, 0, 1);
-                    put_rows(ws, j2, gi2, o2, y, ystride, 0, 1);
-                    continue;
-                }
-            }
-            one_group(ws, n, u, xq, dx, xs, y, m, ystride, k, nb);
-            if (t2 < hi) one_group(ws, n, t2, xq, dx, xs, y, m, ystride, k, nb);
+    /* each thread a contiguous run of groups (one sequential read each: interleaving two or four
+     * runs a thread, or prefetching ahead, measured slower or no faster here) */
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t t = 0; t < total; t++) {
+        int64_t gi;
+        int j = locate(ws, n, t, &gi);
+        int64_t ycol = 0;
+        for (int jj = 0; jj < j; jj++) ycol += ws[jj].rows;
+        const QMatrix *w = ws + j;
+        const uint8_t *g = w->data + gi * w->group_bytes;
+        int64_t r0 = gi * R, rn = w->rows - r0 < R ? w->rows - r0 : R;
+        float out[XT * R];
+        const int xt = tile_rows((int)w->format);
+        for (int64_t i0 = 0; i0 < m; i0 += xt) {
+            int mt = m - i0 < xt ? (int)(m - i0) : xt;
+            group_dispatch(g, (int)w->format, nb, xq + i0 * k, dx + i0 * nb, xs + i0 * 2 * nb, k, mt, out);
+            for (int a = 0; a < mt; a++) memcpy(y + (i0 + a) * ystride + ycol + r0, out + a * R, rn * sizeof(float));
         }
     }
 }
