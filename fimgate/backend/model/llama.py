@@ -35,6 +35,7 @@ from fimgate.backend.model.quant_linear import QuantWeight
 from fimgate.backend.model.screened_head import ScreenedHead
 from fimgate.kernels.decode_attention import decode_attention as cpu_decode_attention
 from fimgate.kernels.quant_gemv import QuantMatrix, dequantize
+from fimgate.kernels.quant_pack import Q8_0
 from fimgate.kernels.quant_gemv import embedding as quant_embedding
 from fimgate.kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables
 
@@ -211,7 +212,9 @@ class LlamaModel:
         t = {k: v if isinstance(v, QuantMatrix) else v.to(self.device, dtype) for k, v in tensors.items()}
         self.embed = t["embed"]  # a tensor, or a QuantMatrix read row by row (embed_tokens)
         head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
-        self.lm_head = QuantWeight([head], residual=True) if isinstance(head, QuantMatrix) else head  # quant_linear.py
+        # an 8-bit head takes ~16-bit activations, which cost it nothing (quant_linear.py); a 6-bit one
+        # (Qwen2.5-Coder-1.5B's) would pay for them in unpacking: 7.4 -> 10.2 ms a token here
+        self.lm_head = QuantWeight([head], residual=head.fmt == Q8_0) if isinstance(head, QuantMatrix) else head
         self.final_norm = t["final_norm"]
         self.screened_head = (
             ScreenedHead(self.lm_head)

@@ -12,8 +12,8 @@ rather than read-bound; it goes through the same kernel, which unpacks each grou
 once per 8 rows of x (a bf16 GEMM over weights dequantized per call took 2.4-16x as long here,
 16-256 rows: `python -m fimgate.bench.micro.quant_prompt`).
 
-The output head is the exception: a greedy pick is decided there between logits a rounding can
-swap, so its activations go as two 8-bit rows - x, then what x's rounding left out (~16 bits) -
+An 8-bit output head is the exception: a greedy pick is decided there between logits a rounding
+can swap, so its activations go as two 8-bit rows - x, then what x's rounding left out (~16 bits) -
 in the same pass over the head's weights. One token's head costs the same (4.25 vs 4.35 ms here:
 the pass waits on the reads), and greedy completions identical to the fp32-dequantized reference
 went from 96.5% to 98.0% of 200 HumanEval single-line problems (pass@1 57.0 vs 56.5; residual
