@@ -93,6 +93,13 @@ def cmd_bench_replay(a) -> int:
 
     with busy_loops(a.background):
         result = _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy)
+    if not a.live:  # the engine ran in this process: its resident memory at the end, and its peak
+        from fimgate.bench.memory import rss_bytes
+
+        result.setdefault("settings", {})["rss_mb"] = {
+            "last": round((rss_bytes() or 0) / 1e6, 1),
+            "peak": round((rss_bytes(peak=True) or 0) / 1e6, 1),
+        }
     if a.dump_outcomes:
         _dump_outcomes(per_strategy, a.dump_outcomes)
     if a.plot:

@@ -35,8 +35,8 @@ from fimgate.backend.model.quant_linear import QuantWeight
 from fimgate.backend.model.screened_head import ScreenedHead
 from fimgate.kernels.decode_attention import decode_attention as cpu_decode_attention
 from fimgate.kernels.quant_gemv import QuantMatrix, dequantize
-from fimgate.kernels.quant_pack import Q8_0
 from fimgate.kernels.quant_gemv import embedding as quant_embedding
+from fimgate.kernels.quant_pack import Q8_0
 from fimgate.kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables
 
 _LAYER_WEIGHTS = (
