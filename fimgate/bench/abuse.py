@@ -12,9 +12,15 @@ the people are done; each run has new people, so each starts from the same cold 
     slow-body      64 connections sending a body one byte a second
     half-headers   256 connections that never finish their headers
     big-body       chunked 10 MB bodies without Content-Length
+    big-sessions   a 3.5M-character prompt and a 3.5M-character one-line suffix, a new document
+                   each time (what each session's memories keep: type-through, acceptance)
+    mint-ids       type along its own suggestion (type-through answers, no model call) and post
+                   `select` for each answer's id (acceptance inflation)
 
 Reported per case: the people's TTFT p50 / p90 / p99 (client-side: the first streamed text) and
-p99 over "none"'s, the requests they got answered, and what the abuser sent.
+p99 over "none"'s, the requests they got answered, what the abuser sent, and the server's
+resident memory after the case (its documented ceiling: 1.5x the model's file plus the KV
+memory the engine is configured for).
 """
 
 from __future__ import annotations
@@ -27,10 +33,11 @@ import time
 
 import httpx
 
+from fimgate.bench.memory import rss_bytes
 from fimgate.bench.served import start_serve
 from fimgate.bench.workloads.trace import TraceRequest
 
-CASES = ("none", "huge-context", "long-heal", "disconnect", "slow-body", "half-headers", "big-body")
+CASES = ("none", "huge-context", "long-heal", "disconnect", "slow-body", "half-headers", "big-body", "big-sessions", "mint-ids")
 DEFAULT_RUNS = CASES + ("none",)
 COUNTING = "numbers = [" + ", ".join(str(i) for i in range(40)) + ", "
 
@@ -165,6 +172,31 @@ class Abuser(threading.Thread):
 
         self._loop(lambda client: client.post(self.url + "/v1/completions", content=chunks()))
 
+    def _big_sessions(self) -> None:
+        prompt, suffix = "x = 1\n" * 583_000 + "y = ", "z" * 3_500_000  # ~3.5M characters each
+
+        def one(client):
+            body = {"prompt": prompt, "suffix": suffix, "max_tokens": 1, "user": "abuser", "document": f"d{self.sent}.py"}
+            client.post(self.url + "/v1/completions", json=body)
+
+        self._loop(one)
+
+    def _mint_ids(self) -> None:
+        def one(client):
+            doc = f"m{self.sent}.py"
+            ask = lambda before: client.post(  # noqa: E731
+                self.url + "/v1/completions",
+                json={"prompt": before, "suffix": "\n", "max_tokens": 16, "user": "abuser", "document": doc},
+            ).json()
+            first = ask(COUNTING)
+            text = first["choices"][0]["text"]
+            for n in range(1, len(text)):  # typing along it: type-through answers, each with an id
+                ids = [first["id"], ask(COUNTING + text[:n]).get("id")]
+                for cid in ids:
+                    client.post(self.url + "/v1/events", json={"type": "select", "completion_id": cid, "user": "abuser"})
+
+        self._loop(one)
+
 
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
@@ -225,6 +257,8 @@ def run(
         rows = []
         for run_no, case in enumerate(cases):
             rows.append(run_case(url, case, slices, max_tokens, gap_s, run_no))
+            rss = rss_bytes(proc.pid)
+            rows[-1]["server_rss_mb"] = None if rss is None else round(rss / 1e6, 1)
             progress(json.dumps(rows[-1]))
             if proc.poll() is not None:
                 raise RuntimeError(f"fimgate serve exited during {case!r}")
