@@ -21,8 +21,9 @@ replay can check the inference against what its people typed.
 
 Only suggestions a model made count: an answer given by type-through (the rest of a suggestion
 the person is typing, no model call) carries a new id that names the suggestion it continues, so
-events for it count once, for that suggestion. A suggestion has one outcome: the first of
-accepted or dismissed stands. Memory is bounded in bytes, whatever clients send: an open
+events for it count once, for that suggestion. Once accepted, a suggestion stays accepted; one
+dismissed can still be accepted once (Escape, Backspace, the key again: type-through shows it
+again, and Tab takes it), so a suggestion counts at most one of each. Memory is bounded in bytes, whatever clients send: an open
 suggestion keeps TAIL_CHARS of the text before it, a digest of the rest of its line and its text
 (all open suggestions together at most OPEN_CHARS characters); at most MAX_USERS users' tallies
 and recent verdicts are kept, the least recently active forgotten first.
@@ -216,7 +217,7 @@ class Events:
                 return False
             if kind != "view" and "view" not in a.seen:  # taken or typed over: it was shown
                 self._count(a, "view", "reported", None, None)
-            decided = kind in OUTCOMES and any(k in a.seen for k in OUTCOMES)  # the first outcome stands
+            decided = kind in OUTCOMES and "select" in a.seen  # accepted stands
             if kind not in a.seen and not decided:  # a repeated event counts once
                 self._count(a, kind, "reported", select_kind, accepted_chars)
             return True

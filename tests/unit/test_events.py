@@ -92,9 +92,24 @@ def test_type_through_answers_cannot_inflate_the_acceptance_rate():
     for i in range(200):
         ev.answered(f"tt-{i}", "ana", "python", UsageReport(0, total_ms=1, type_through=True), "pute(1)", "d.py", "x = com", ")")
         assert ev.record("ana", "select", f"tt-{i}", None, None)
-    assert ev.record("ana", "dismiss", "model-1", None, None)  # decided already: the first outcome stands
+    assert ev.record("ana", "dismiss", "model-1", None, None)  # accepted already: that stands
     t = ev.summary("ana")["total"]
     assert (t["shown"], t["accepted"], t["dismissed"]) == (1, 1, 0)
+
+
+def test_a_dismissed_suggestion_shown_again_can_be_accepted():
+    """Escape, Backspace, the key again: type-through shows the same suggestion under a new id, and
+    Tab takes it. The person took it: counted accepted (and dismissed once, for the first showing)."""
+    ev = Events(CollectorRegistry(), remembered=1000)
+    ev.answered("model-1", "ana", "python", UsageReport(100, total_ms=50), "compute(1)", "d.py", "x = ", ")")
+    ev.record("ana", "view", "model-1", None, None)
+    ev.record("ana", "dismiss", "model-1", None, None)
+    ev.answered("tt-1", "ana", "python", UsageReport(0, total_ms=1, type_through=True), "compute(1)", "d.py", "x = ", ")")
+    ev.record("ana", "view", "tt-1", None, None)
+    ev.record("ana", "select", "tt-1", None, None)
+    ev.record("ana", "dismiss", "tt-1", None, None)
+    t = ev.summary("ana")["total"]
+    assert (t["shown"], t["accepted"], t["dismissed"]) == (1, 1, 1)
 
 
 def test_open_suggestions_hold_a_bounded_number_of_characters(monkeypatch):
