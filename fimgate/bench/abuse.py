@@ -16,6 +16,10 @@ the people are done; each run has new people, so each starts from the same cold 
                    each time (what each session's memories keep: type-through, acceptance)
     mint-ids       type along its own suggestion (type-through answers, no model call) and post
                    `select` for each answer's id (acceptance inflation)
+    lsp-connect-close, lsp-unauthenticated
+                   against a `fimgate lsp --tcp` in front of the same gateway, with an honest
+                   client beside it (fimgate/bench/lsp_abuse.py): the server stays up, the honest
+                   client is answered, nothing of its document reaches the attacker
 
 Reported per case: the people's TTFT p50 / p90 / p99 (client-side: the first streamed text) and
 p99 over "none"'s, the requests they got answered, what the abuser sent, and the server's
@@ -33,11 +37,23 @@ import time
 
 import httpx
 
+from fimgate.bench.lsp_abuse import LSP_CASES, LspServer, run_lsp_case
 from fimgate.bench.memory import rss_bytes
 from fimgate.bench.served import start_serve
 from fimgate.bench.workloads.trace import TraceRequest
 
-CASES = ("none", "huge-context", "long-heal", "disconnect", "slow-body", "half-headers", "big-body", "big-sessions", "mint-ids")
+CASES = (
+    "none",
+    "huge-context",
+    "long-heal",
+    "disconnect",
+    "slow-body",
+    "half-headers",
+    "big-body",
+    "big-sessions",
+    "mint-ids",
+    *LSP_CASES,
+)
 DEFAULT_RUNS = CASES + ("none",)
 COUNTING = "numbers = [" + ", ".join(str(i) for i in range(40)) + ", "
 
@@ -206,7 +222,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 def run_case(url: str, case: str, slices: list[list[TraceRequest]], max_tokens: int, gap_s: float, run_no: int = 0) -> dict:
-    abuser = Abuser(url, case) if case != "none" else None
+    abuser = Abuser(url, case) if case not in ("none", *LSP_CASES) else None  # LSP cases: run_lsp_case
     if abuser is not None:
         abuser.start()
         time.sleep(1.0)  # the abuse is under way before the people start
@@ -253,16 +269,21 @@ def run(
     progress=print,
 ) -> dict:
     proc, url = start_serve(*flags)
+    lsp = None
     try:
+        lsp = LspServer(url) if set(cases) & set(LSP_CASES) else None
         rows = []
         for run_no, case in enumerate(cases):
-            rows.append(run_case(url, case, slices, max_tokens, gap_s, run_no))
+            people = lambda: run_case(url, case, slices, max_tokens, gap_s, run_no)  # noqa: E731
+            rows.append(run_lsp_case(lsp, case, people) if case in LSP_CASES else people())
             rss = rss_bytes(proc.pid)
             rows[-1]["server_rss_mb"] = None if rss is None else round(rss / 1e6, 1)
             progress(json.dumps(rows[-1]))
             if proc.poll() is not None:
                 raise RuntimeError(f"fimgate serve exited during {case!r}")
     finally:
+        if lsp is not None:
+            lsp.stop()
         proc.terminate()
         proc.wait(timeout=30)
     refs = [r["ttft_ms"]["p99"] for r in rows if r["case"] == "none"]
