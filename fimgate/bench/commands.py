@@ -285,7 +285,8 @@ def cmd_bench_shape(a) -> int:
     for path in a.paths:
         if os.path.isdir(path):
             for root, _, names in os.walk(path):
-                files += sorted(os.path.join(root, n) for n in names if os.path.splitext(n)[1] in EXTENSIONS)
+                code = (n for n in names if EXTENSIONS.get(os.path.splitext(n)[1], "markdown") != "markdown")
+                files += sorted(os.path.join(root, n) for n in code)
         elif os.path.isfile(path):
             files.append(path)
         else:

@@ -26,6 +26,8 @@ EXTENSIONS = {
     ".cxx": "cpp",
     ".hpp": "cpp",
     ".hh": "cpp",
+    ".md": "markdown",
+    ".markdown": "markdown",
 }
 ALIASES = {"javascriptreact": "javascript", "typescriptreact": "tsx", "c++": "cpp"}
 

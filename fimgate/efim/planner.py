@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from fimgate.backend.base import FimPlan, HealingConstraint, ReuseClass, ReuseHint, SamplingParams, Tokenizer
 from fimgate.efim.chunk_order import ChunkOrder
 from fimgate.efim.fragment import tokenize_fragment
+from fimgate.efim.postprocess import MARKERS
 from fimgate.efim.templates import ContextChunk, FimTemplate, Segment
 from fimgate.efim.window import WindowConfig, cut_window
 
@@ -128,7 +129,11 @@ class EfimPlanner:
             if tid is None:
                 raise ValueError(f"template {template.name!r} needs token {s!r}, which this tokenizer lacks")
             self._sentinel_ids[s] = tid
-        self.stop_token_ids = tuple(i for i in (tokenizer.token_id(s) for s in template.stop_tokens) if i is not None)
+        # the template's own stops, its sentinels (a model writing <PRE> again is done) and the chat
+        # and FIM markers of other families (an Instruct model's turn end): each where it is one token
+        fim = template.sentinels() if template.layout in ("psm", "spm") else ()
+        names = dict.fromkeys((*template.stop_tokens, *fim, *MARKERS))
+        self.stop_token_ids = tuple(i for i in dict.fromkeys(tokenizer.token_id(s) for s in names) if i is not None)
         self.stats = PlannerStats()
 
     # -- public ----------------------------------------------------------------------------

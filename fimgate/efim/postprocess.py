@@ -4,6 +4,13 @@
   `function f() {`), or at the start of an empty block (the line before ends with ":" or an
   opening bracket, or tree-sitter finds an empty block or an unclosed construct at the cursor:
   efim/syntax.py) a whole body is wanted; mid-line, only the rest of the line.
+- At the end of a line of code (a person finished it: the next line is what is missing), a
+  suggestion whose first line is empty is the newline and the next line - with its block, when
+  that line opens one - as editors show it (llama.vscode, Copilot's single-line mode); dropped
+  when it only repeats the file's next non-empty lines.
+- What is not code ends a suggestion: a chat or FIM marker written as text (`<|im_end|>`, ...)
+  and a Markdown fence at a line's start (an Instruct model's "```" and prose after the code);
+  fences stay in Markdown files.
 - A multi-line completion stops where the enclosing block ends, by indentation (a block's body is
   deeper than the line that opened it).
 - Text that the document already has right after the cursor is dropped, not repeated.
@@ -16,6 +23,65 @@ from __future__ import annotations
 from fimgate.efim.syntax import wants_body
 
 OPENERS = (":", "{", "(", "[")
+# chat turns and FIM sentinels of the templates fimgate serves, as text (a backend that does not
+# stop on them as tokens, or a model that spells them): the suggestion ends before one
+MARKERS = (
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<|file_sep|>",
+    "<|repo_name|>",
+    "<|fim_prefix|>",
+    "<|fim_suffix|>",
+    "<|fim_middle|>",
+    "<|fim_pad|>",
+    "<fim_prefix>",
+    "<fim_suffix>",
+    "<fim_middle>",
+    "<fim_pad>",
+    "<file_sep>",
+    "<repo_name>",
+    "<EOT>",
+)
+FENCE = "```"
+FENCED_LANGUAGES = ("markdown",)  # where a fence is text a person writes
+
+
+def code_part(completion: str, fences: bool = True) -> str:
+    """The completion up to the first thing that is not code: a marker, or (fences) a line that
+    starts with a Markdown fence."""
+    cut = len(completion)
+    for m in MARKERS:
+        i = completion.find(m, 0, cut)
+        if i != -1:
+            cut = i
+    if fences:
+        start = 0
+        while start < cut:
+            if completion.startswith(FENCE, start + _indent(completion[start:cut])):
+                return completion[:start]
+            nl = completion.find("\n", start, cut)
+            if nl == -1:
+                break
+            start = nl + 1
+    return completion[:cut]
+
+
+def _unsure_end(raw: str, fences: bool) -> int:
+    """How many characters at the end of raw may still become a marker or a fence: held back."""
+    held = 0
+    for m in MARKERS:
+        for n in range(min(len(m) - 1, len(raw)), held, -1):
+            if raw.endswith(m[:n]):
+                held = n
+                break
+    if fences:
+        last = raw[raw.rfind("\n") + 1 :]
+        body = last.lstrip(" \t")
+        if body and FENCE.startswith(body):
+            held = max(held, len(last))
+    return held
 
 
 def _indent(line: str) -> int:
@@ -31,6 +97,12 @@ def opens_block(text: str, cursor: int) -> bool:
     """The cursor ends a line that opens a block (`if x:`, `function f() {`): its body comes next."""
     line_start = text.rfind("\n", 0, cursor) + 1
     return text[line_start:cursor].rstrip().endswith(OPENERS) and not _rest_of_line(text, cursor).strip()
+
+
+def at_line_end(text: str, cursor: int) -> bool:
+    """The cursor ends a line that has code: what may come next is the next line."""
+    line_start = text.rfind("\n", 0, cursor) + 1
+    return bool(text[line_start:cursor].strip()) and not _rest_of_line(text, cursor).strip()
 
 
 def wants_multiline(text: str, cursor: int, language: str = "python") -> bool:
@@ -69,25 +141,61 @@ def cut_at_block_end(completion: str, text: str, cursor: int, min_indent: int = 
     return "\n".join(kept)
 
 
+def next_line(completion: str, min_indent: int = 0) -> str:
+    """Of a completion that starts with a newline: up to and with its first line of text, and the
+    block that line opens (its lines deeper than it), or "" while it has none."""
+    lines = completion.split("\n")
+    k = next((i for i, line in enumerate(lines) if i and line.strip()), None)
+    if k is None or _indent(lines[k]) < min_indent:
+        return ""
+    end = k + 1
+    if lines[k].rstrip().endswith(OPENERS):
+        base = _indent(lines[k]) + 1
+        while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) >= base):
+            end += 1
+    return "\n".join(lines[:end])
+
+
 def tidy(
-    completion: str, text: str, cursor: int, multiline: bool | None = None, language: str = "python", min_indent: int = 0
+    completion: str,
+    text: str,
+    cursor: int,
+    multiline: bool | None = None,
+    language: str = "python",
+    min_indent: int = 0,
+    fences: bool = True,
 ) -> str:
     """The completion as shown: multiline None decides by context."""
     if multiline is None:
         multiline = wants_multiline(text, cursor, language)
-    out = cut_at_block_end(completion, text, cursor, min_indent) if multiline else completion.split("\n", 1)[0]
+    completion = code_part(completion, fences)
+    first = completion.split("\n", 1)[0]
+    eol = not multiline and not first.strip() and at_line_end(text, cursor)
+    if multiline:
+        out = cut_at_block_end(completion, text, cursor, min_indent)
+    else:
+        out = next_line(completion, min_indent) if eol else first
     out = "\n".join(line.rstrip() for line in out.split("\n")).rstrip()
     if not out.strip():
         return ""
     suffix = text[cursor:]
-    rest_of_line, next_line = _rest_and_next_line(suffix)
+    rest_of_line, next_text = _rest_and_next_line(suffix)
     if rest_of_line and out.endswith(rest_of_line):
         out = out[: len(out) - len(rest_of_line)].rstrip()  # the line already ends with it
-    if multiline and next_line and "\n" in out and out.split("\n")[-1].strip() == next_line:
+    if multiline and next_text and "\n" in out and out.split("\n")[-1].strip() == next_text:
         out = out[: out.rfind("\n")].rstrip()  # the last line repeats the file's next line
+    if eol and _repeats_next_lines(out, suffix):
+        return ""
     if suffix.startswith(out):
         return ""  # the whole suggestion is already there
     return out
+
+
+def _repeats_next_lines(out: str, suffix: str) -> bool:
+    """The suggestion's lines of text are the file's next non-empty lines."""
+    mine = [line.strip() for line in out.split("\n") if line.strip()]
+    theirs = [line.strip() for line in suffix.split("\n")[1:] if line.strip()][: len(mine)]
+    return mine == theirs
 
 
 class StreamTidy:
@@ -98,16 +206,19 @@ class StreamTidy:
     longest end that begins the rest of the cursor's line (`x, ` before `x, y)` may become the
     `x, y)` the line already has); of a multi-line completion, the same of its last line with
     text, all of that line while it could still turn out to be the file's next line, and the
-    line before it when it may be that and the last line may vanish (see _certain); and all of
-    it while it is still the start of the text after the cursor (it may be there already)."""
+    line before it when it may be that and the last line may vanish (see _certain); all of it
+    while it is still the start of the text after the cursor (it may be there already); an end
+    that may still become a marker or a fence; and, at the end of a line, the next line until it
+    (and the block it opens) is complete, since it may only repeat the file's next lines."""
 
-    def __init__(self, text: str, cursor: int, multiline: bool, min_indent: int = 0) -> None:
-        self.doc, self.cursor, self.multiline, self.min_indent = text, cursor, multiline, min_indent
+    def __init__(self, text: str, cursor: int, multiline: bool, min_indent: int = 0, fences: bool = True) -> None:
+        self.doc, self.cursor, self.multiline, self.min_indent, self.fences = text, cursor, multiline, min_indent, fences
         self.suffix = text[cursor:]
         self.rest, self.next_line = _rest_and_next_line(self.suffix)  # what tidy() compares the end with
+        self.eol = not multiline and at_line_end(text, cursor)
         self.raw = ""
         self.sent = ""
-        self._block_ended = False
+        self._final = False  # nothing the model writes next can change what is shown
 
     def feed(self, piece: str) -> str:
         self.raw += piece
@@ -116,16 +227,19 @@ class StreamTidy:
     @property
     def done(self) -> bool:
         """Nothing more the model writes can be shown: a single line has its newline, a
-        multi-line suggestion's block has ended."""
-        return "\n" in self.raw if not self.multiline else self._block_ended  # _certain() found it at the last feed
+        multi-line suggestion's block has ended, a marker or a fence came (found at the last feed)."""
+        return self._final
 
     def finish(self, raw: str) -> str:
         """The rest of tidy(raw); `raw` is the whole completion as the backend reports it."""
-        final = tidy(raw, self.doc, self.cursor, multiline=self.multiline, min_indent=self.min_indent)
+        final = self._tidy(raw)
         if not final.startswith(self.sent):  # cannot happen if _certain is right; never send a wrong tail
             return ""
         out, self.sent = final[len(self.sent) :], final
         return out
+
+    def _tidy(self, raw: str) -> str:
+        return tidy(raw, self.doc, self.cursor, multiline=self.multiline, min_indent=self.min_indent, fences=self.fences)
 
     def _send(self, certain: str) -> str:
         if len(certain) <= len(self.sent) or not certain.startswith(self.sent) or self.suffix.startswith(certain):
@@ -133,17 +247,25 @@ class StreamTidy:
         out, self.sent = certain[len(self.sent) :], certain
         return out
 
+    def _final_text(self) -> str:
+        self._final = True
+        return self._tidy(self.raw)
+
     def _certain(self) -> str:
-        raw = self.raw
+        if len(code_part(self.raw, self.fences)) < len(self.raw):
+            return self._final_text()  # a marker or a fence: nothing after it shows
+        raw = self.raw[: len(self.raw) - _unsure_end(self.raw, self.fences)]
         if not self.multiline:
-            if "\n" in raw:
-                return tidy(raw, self.doc, self.cursor, multiline=False)  # the line is complete: final
+            first, newline, _ = raw.partition("\n")
+            if self.eol and not first.strip():
+                return self._final_text() if newline and _next_line_complete(raw, self.min_indent) else ""
+            if newline:
+                return self._final_text()  # the line is complete
             line = raw.rstrip()
             return line[: len(line) - _begins(line, self.rest)].rstrip()
         kept = cut_at_block_end(raw, self.doc, self.cursor, self.min_indent)
-        self._block_ended = len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept) :]
-        if self._block_ended:
-            return tidy(raw, self.doc, self.cursor, multiline=True, min_indent=self.min_indent)  # the block ended
+        if len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept) :]:
+            return self._final_text()  # the block ended
         lines = kept.split("\n")
         with_text = [i for i, line in enumerate(lines) if line.strip()]
         if not with_text:
@@ -162,6 +284,23 @@ class StreamTidy:
             upto = before if lines[before].strip() == self.next_line else before + 1
         out = "\n".join([line.rstrip() for line in lines[:upto]] + tail).rstrip()
         return out if out.strip() else ""
+
+
+def _next_line_complete(raw: str, min_indent: int) -> bool:
+    """raw starts with a newline: its first line of text has ended, and so has the block that line
+    opens - next_line(raw) can no longer change."""
+    lines = raw.split("\n")
+    k = next((i for i, line in enumerate(lines) if i and line.strip()), None)
+    if k is None:
+        return False
+    if _indent(lines[k]) < min_indent:
+        return True  # nothing will show
+    if k == len(lines) - 1:
+        return False  # the line is still being written
+    if not lines[k].rstrip().endswith(OPENERS):
+        return True
+    base = _indent(lines[k]) + 1
+    return any(line.strip() and _indent(line) < base for line in lines[k + 1 :])
 
 
 def _rest_and_next_line(suffix: str) -> tuple[str, str]:

@@ -34,7 +34,7 @@ from fimgate.backend.main_thread import MainThreadRunner
 from fimgate.backend.urgency import is_warmup, order_key
 from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState, EfimPlanner
-from fimgate.efim.postprocess import StreamTidy, wants_multiline
+from fimgate.efim.postprocess import FENCED_LANGUAGES, StreamTidy, at_line_end, wants_multiline
 from fimgate.efim.postprocess import tidy as shown_at
 from fimgate.gateway.request_log import RequestLog
 from fimgate.gateway.type_through import TypeThrough
@@ -99,11 +99,15 @@ class CompletionService:
         next key does the work the superseded one had begun."""
         arrived = time.monotonic()
         multiline = False
+        language = language_of(state.path, state.language)
+        fences = language not in FENCED_LANGUAGES
         if not shape.raw and sampling.max_tokens > 0:
             multiline = shape.multiline
             if multiline is None:
-                multiline = wants_multiline(state.text, state.cursor, language_of(state.path, state.language))
-            if not multiline and "\n" not in sampling.stop:
+                multiline = wants_multiline(state.text, state.cursor, language)
+            # one line ends at its newline; at the end of a line of code the next line may come
+            # (StreamTidy says when it is done, and decoding stops there)
+            if not multiline and not at_line_end(state.text, state.cursor) and "\n" not in sampling.stop:
                 sampling = replace(sampling, stop=sampling.stop + ("\n",))
         with self._lock:
             if not state.document_id:  # no file named: the planner finds the session by the text
@@ -114,7 +118,7 @@ class CompletionService:
             if typing and self.type_through:
 
                 def here(rest: str) -> str:
-                    return shown_at(rest, state.text, state.cursor, multiline, min_indent=shape.min_indent or 0)
+                    return shown_at(rest, state.text, state.cursor, multiline, min_indent=shape.min_indent or 0, fences=fences)
 
                 quick = self.type_through.answer(session, state, sampling, here)
             if quick is not None:
@@ -133,7 +137,7 @@ class CompletionService:
             job = self._inflight[session] = _InFlight(CancelToken(deadline), place, warmup)
         events = self._run(session, plan, job)
         if not shape.raw:
-            tidy = StreamTidy(state.text, state.cursor, multiline, shape.min_indent or 0)
+            tidy = StreamTidy(state.text, state.cursor, multiline, shape.min_indent or 0, fences)
             events = _shown(events, tidy, job.cancel if self.stop_when_shown else None)
             if typing and self.type_through is not None:
                 events = _remembered(events, self.type_through, session, state, sampling)

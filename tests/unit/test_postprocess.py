@@ -52,3 +52,37 @@ def test_a_body_on_an_unindented_blank_line_stops_at_the_end_of_its_function():
     cursor = text.index("\n\n") + 1
     raw = "        return x\n    return 0\n\nprint(f(1))\nprint(f(2))\nprint("
     assert tidy(raw, text, cursor, multiline=True) == "        return x"
+
+
+def test_the_end_of_a_line_of_code_gets_the_next_line():
+    """A person finished a line; the model answers a newline and the missing line. The single-line
+    rule cut it at that newline and showed nothing."""
+    prefix = "def mean(xs):\n    total = sum(xs)"
+    text = prefix + "\n\nprint(mean([1, 2]))\n"
+    assert tidy("\n    return total / len(xs)\n\nprint(", text, len(prefix)) == "\n    return total / len(xs)"
+    assert tidy("  # the sum\n    return total", text, len(prefix)) == "  # the sum"  # a first line with text: that line
+    # a line that opens a block comes with its block
+    raw = "\n    if not xs:\n        return 0\n    return total / len(xs)\n"
+    assert tidy(raw, text, len(prefix)) == "\n    if not xs:\n        return 0"
+
+
+def test_a_next_line_the_file_already_has_is_not_suggested():
+    prefix = "def f(x):\n    y = x + 1"
+    text = prefix + "\n\n    return y\n"
+    assert tidy("\n    return y\n", text, len(prefix)) == ""
+    assert tidy("\n    return y * 2\n", text, len(prefix)) == "\n    return y * 2"
+
+
+def test_fences_chat_markers_and_prose_never_reach_the_editor():
+    """llama-server's /infill answered "fib(n-1) + fib(n-2)\\n```\\n\\nThis code defines ..." on an
+    Instruct model."""
+    prefix = "def fib(n):\n    if n < 2:\n        return n\n    return "
+    text = prefix + "\n"
+    raw = "fib(n-1) + fib(n-2)\n```\n\nThis code defines a function that computes Fibonacci numbers."
+    assert tidy(raw, text, len(prefix), multiline=True) == "fib(n-1) + fib(n-2)"
+    assert tidy("fib(n-1)<|im_end|>\n<|im_start|>user", text, len(prefix)) == "fib(n-1)"
+    body = "def area(w, h):\n"
+    assert tidy("    return w * h\n```\nThe function", body + "\n", len(body), multiline=True) == "    return w * h"
+    # in Markdown a fence is what a person writes
+    doc = "# Usage\n\n"
+    assert tidy("```python\nimport fimgate\n```", doc, len(doc), multiline=True, fences=False).startswith("```python")

@@ -19,6 +19,8 @@ DOCS = [
     ("function f(xs) {", "\n}\n"),
     ("call(x, ", "x, y)\n"),  # the line's rest repeats itself: `x, x, y)` ends with it
     ("def f(x):\n    if x:\n        ", "\n        return x\n"),  # a body whose last line may be the next
+    ("x = compute(1)", "\n\nprint(x)\n"),  # the end of a line: the next line may come
+    ("def f(x):\n    y = x + 1", "\n    return y\n"),  # ... and may only repeat the file's next line
 ]
 PIECES = [
     "r",
@@ -46,6 +48,14 @@ PIECES = [
     "x, y)",
     "ret",
     "urn x",
+    "```",
+    "`",
+    "\n```python\n",
+    "<|im_",
+    "end|>",
+    "<|endoftext|>",
+    "    if y:",
+    "    return y",
 ]
 
 
