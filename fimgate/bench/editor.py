@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fimgate.bench.key_timeline import timeline
+from fimgate.bench.memory import rss_bytes
 from fimgate.bench.served import start_serve
 from fimgate.bench.vscode_rig import FIMGATE_VSIX, HERE, LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server
 from fimgate.bench.workloads.trace import read_events
@@ -309,7 +310,16 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
                 results[n] = run_client(table[n], sl, workdir, request_log)
             except (RuntimeError, subprocess.SubprocessError) as e:
                 results[n] = {"error": str(e)[:2000]}
+        # the gateway's resident memory after every client's keys (and its peak): what the memory bound is about
+        rss = {k: rss_bytes(proc.pid, peak=k == "peak") for k in ("last", "peak")}
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    return {"trace": trace, "keys": keys, "serve_flags": serve_flags, "clients": results, "request_log": read_log(request_log)}
+    return {
+        "trace": trace,
+        "keys": keys,
+        "serve_flags": serve_flags,
+        "clients": results,
+        "server_rss_mb": {k: None if v is None else round(v / 1e6, 1) for k, v in rss.items()},
+        "request_log": read_log(request_log),
+    }
