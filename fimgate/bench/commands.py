@@ -221,10 +221,8 @@ def cmd_bench_editor(a) -> int:
             f"where a request was needed p50 {w['asked_shown_p50_ms']} ms",
             file=sys.stderr,
         )
-    print(
-        f"gateway resident memory after the keys: {result['server_rss_mb']['last']} MB (peak {result['server_rss_mb']['peak']} MB)",
-        file=sys.stderr,
-    )
+    rss = result["server_rss_mb"]
+    print(f"gateway resident memory after the keys: {rss['last']} MB (peak {rss['peak']} MB)", file=sys.stderr)
     log = result.pop("request_log")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
