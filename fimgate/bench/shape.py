@@ -6,6 +6,11 @@ is indented deeper): the block's body is removed, as if the person had just type
     end-of-line   the cursor at the end of the opening line (`if x > 0:|`)
     blank-line    the cursor on a new, unindented line right after it (the person pressed Enter)
 
+and at the end of any other line of code whose next line (code too) is removed, as if the person
+had just finished the line and the next one is what is missing:
+
+    next-line     `total = sum(xs)|` with `return total / len(xs)` taken out below it
+
 The model writes up to `max_tokens` with no line rule (one generation per hole); the same raw text
 is then shaped by today's rules (efim/postprocess.py) and by the rules before block openers were
 known ("before": mid-line means one line; a blank line's block is as deep as the cursor), so the
@@ -14,6 +19,8 @@ two columns differ only in shaping. Reported per language and hole kind:
     non_empty   the share of holes with a suggestion to show
     in_scope    of the multi-line suggestions shown, the share whose lines all stay deeper than the
                 opening line (a suggestion that runs on past its block is out of scope)
+    first_line_exact  (next-line) the share whose first shown line of text is the removed line;
+                "raw" beside it: the model's own first line of text, no rule applied
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState
 from fimgate.efim.postprocess import OPENERS, tidy
 
-KINDS = ("end-of-line", "blank-line")
+KINDS = ("end-of-line", "blank-line", "next-line")
+COMMENTS = ("#", "//", "*", "/*")
 
 
 @dataclass(frozen=True)
@@ -37,17 +45,37 @@ class Hole:
     cursor: int
     opener_indent: int
     kind: str
+    expected: str = ""  # next-line: the removed line, stripped
 
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
+def first_text_line(text: str) -> str:
+    return next((line.strip() for line in text.split("\n") if line.strip()), "")
+
+
+def next_line_holes(path: str, text: str) -> list[Hole]:
+    lines = text.split("\n")
+    out = []
+    for i, (line, nxt) in enumerate(zip(lines[:-2], lines[1:-1])):
+        if not line.strip() or not nxt.strip() or line.rstrip().endswith(OPENERS):
+            continue
+        if line.lstrip().startswith(COMMENTS) or nxt.lstrip().startswith(COMMENTS):
+            continue
+        before = "\n".join(lines[: i + 1]).rstrip(" \t")
+        out.append(Hole(path, before + "\n" + "\n".join(lines[i + 2 :]), len(before), _indent(line), "next-line", nxt.strip()))
+    return out
+
+
 def holes_in(path: str, text: str, kind: str) -> list[Hole]:
+    if kind == "next-line":
+        return next_line_holes(path, text)
     lines = text.split("\n")
     out = []
     for i, line in enumerate(lines[:-1]):
-        if not line.strip() or not line.rstrip().endswith(OPENERS[:2]) or line.lstrip().startswith(("#", "//", "*")):
+        if not line.strip() or not line.rstrip().endswith(OPENERS[:2]) or line.lstrip().startswith(COMMENTS):
             continue
         body_end = i + 1
         while body_end < len(lines) and (not lines[body_end].strip() or _indent(lines[body_end]) > _indent(line)):
@@ -66,6 +94,9 @@ def holes_in(path: str, text: str, kind: str) -> list[Hole]:
 def _before_rules(raw: str, hole: Hole) -> str:
     """Shaping as it was before block openers were known: at the end of a line, one line; on a
     blank line, a block as deep as the cursor - today's rules on the text with the opener hidden."""
+    if hole.kind == "next-line":  # one line, and the line had ended: nothing, unless the model went on it
+        first = raw.split("\n", 1)[0].rstrip()
+        return first if first.strip() else ""
     if hole.kind == "end-of-line":
         return tidy(raw, hole.text, hole.cursor, multiline=False)
     opener_end = hole.text.rfind("\n", 0, hole.cursor)  # the opening line ends right before the blank line
@@ -97,16 +128,19 @@ def run(service, files: list[str], per_language: int = 30, max_tokens: int = 48,
         for kind, chosen in picked.items():
             counts = {
                 "holes": len(chosen),
-                "before": {"non_empty": 0, "multi": 0, "in_scope": 0},
-                "after": {"non_empty": 0, "multi": 0, "in_scope": 0},
+                "before": {"non_empty": 0, "multi": 0, "in_scope": 0, "first_line_exact": 0},
+                "after": {"non_empty": 0, "multi": 0, "in_scope": 0, "first_line_exact": 0},
+                "raw": {"first_line_exact": 0},
             }
             for n, hole in enumerate(chosen):
                 state = EditorState(f"shape/{lang}/{kind}/{n}", "hole", hole.text, hole.cursor, path=Path(hole.path).name)
                 final = last_finished(service.start(state, SamplingParams(max_tokens=max_tokens), Shape(raw=True))[0])
                 raw = final.text if final else ""
+                counts["raw"]["first_line_exact"] += bool(hole.expected) and first_text_line(raw) == hole.expected
                 for label, shown in (("before", _before_rules(raw, hole)), ("after", tidy(raw, hole.text, hole.cursor))):
                     c = counts[label]
                     c["non_empty"] += bool(shown.strip())
+                    c["first_line_exact"] += bool(hole.expected) and first_text_line(shown) == hole.expected
                     if "\n" in shown.strip("\n") or (shown.startswith("\n") and shown.strip()):
                         c["multi"] += 1
                         c["in_scope"] += in_scope(shown, hole)
@@ -114,6 +148,9 @@ def run(service, files: list[str], per_language: int = 30, max_tokens: int = 48,
                 c = counts[label]
                 c["non_empty_share"] = round(c["non_empty"] / max(1, counts["holes"]), 3)
                 c["in_scope_share"] = round(c["in_scope"] / c["multi"], 3) if c["multi"] else None
+            for label in ("before", "after", "raw"):
+                c = counts[label]
+                c["first_line_exact_share"] = round(c["first_line_exact"] / max(1, counts["holes"]), 3)
             results.setdefault(lang, {})[kind] = counts
             progress(f"{lang} {kind}: {counts}")
     return {"max_tokens": max_tokens, "per_language": per_language, "seed": seed, "results": results}
