@@ -7,7 +7,7 @@ chunk on: a re-anchor. Shown in the order
 each chunk first arrived, a move changes nothing; chunks that have been there longest (the stable
 ones) come first, a new chunk comes last, right before the file, and the ring dropping its oldest
 drops the prompt's first chunk. On flask-301's holes the order itself moves edit similarity by 0.2
-points (docs/benchmarks.md, "A reorder is no change").
+points (docs/benchmarks.md, bench quality, context from other files).
 
 Per user, never across users: one person's chunks never decide another's prompt. Bounded: the
 least recently used chunks are forgotten first; a forgotten chunk that comes back is new again.

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from fimgate.backend.vllm.backend import VllmConfig
     from fimgate.backend.vllm.cache_salt import CacheSalts
 
-CORRECTION_SHARE = 0.15  # the default recompute share: docs/benchmarks.md, "Multi-line, and the default served"
+CORRECTION_SHARE = 0.15  # the default recompute share: docs/benchmarks.md, bench quality (correction after an edit above)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def test_type_through_gives_what_the_model_gives(engine, problems):
             differ.append((p.task_id, made[:k], quick.text, model.text))
     print(f"\ntype-through: {same}/{served} identical to the model's greedy text there ({declined} declined); {differ[:5]}")
     assert served >= len(problems) // 2
-    assert same >= 0.9 * served, differ[:5]  # measured: docs/benchmarks.md, "Type-through"
+    assert same >= 0.9 * served, differ[:5]  # measured: `git show 6852a95:docs/benchmarks.md`, "Type-through"
 
 
 def test_type_through_needs_the_same_place_and_greedy(engine):

@@ -9,7 +9,7 @@ zeroed page every 4 KiB. glibc raises its thresholds by itself after some such f
 freshly started engine it did (~25,000 page faults per re-anchor: tests/integration/test_heap.py).
 Measured here (`fimgate bench engine`, 2 cores, SmolLM2-135M): a re-anchor whose 1,000
 cached tokens moved had its first token in 140 ms with glibc's defaults and 72 ms with the
-settings below (docs/benchmarks.md, "The first words sooner, and fresh pages").
+settings below (`git show 8233e15:docs/benchmarks.md`, "The first words sooner, and fresh pages").
 
 So the engine sets, once, on glibc: allocations up to 32 MiB come from the heap (the most
 M_MMAP_THRESHOLD allows), and up to 1 GiB freed at the heap's top stays for the next request.

@@ -30,7 +30,7 @@ WINDOW_SHARE = 0.5  # of the budget, for the windows right after each change; th
 # that moved whole (an edit right after the cursor in a layout that shows that text first, a context
 # chunk added, dropped or moved) recomputed 15% of 1,000-1,600 tokens, 150-240, as many as a short
 # prompt's whole prefill; capped at 64, as many completions stayed the same as the exact prefill's
-# on flask-301's holes (docs/benchmarks.md, "A cap on the recompute"). EngineConfig.recompute_cap.
+# on flask-301's holes (at aaf2919: `git show aaf2919:docs/benchmarks.md`, "A cap on the recompute"). EngineConfig.recompute_cap.
 RECOMPUTE_CAP = 64
 
 
