@@ -5,7 +5,7 @@ the plain answer said `r ** 2`)."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fimgate.efim.postprocess import StreamTidy, tidy
+from fimgate.efim.postprocess import MARKERS, StreamTidy, tidy
 
 DOCS = [
     ("def area(r):\n    return 3.14 * (", ")\n"),
@@ -74,6 +74,8 @@ def test_streamed_text_is_the_plain_text(doc, pieces, multiline, min_indent):
     raw = "".join(pieces)
     shown += stream.finish(raw)
     assert shown == tidy(raw, text, cursor, multiline=multiline, min_indent=min_indent)
+    # and never a chat or FIM marker, nor a Markdown fence (an Instruct model's "```" and prose)
+    assert not any(m in shown for m in MARKERS) and not any(line.lstrip().startswith("```") for line in shown.split("\n"))
 
 
 def test_the_reported_case_and_that_text_streams_before_the_end():

@@ -53,3 +53,21 @@ def test_the_first_words_show_after_a_token_or_two(dataset, smol_tok):
         xs.sort()
         assert xs[len(xs) // 2] <= 2, (multiline, xs[len(xs) // 2])
         assert xs[9 * len(xs) // 10] <= (7 if multiline else 3), (multiline, xs[9 * len(xs) // 10])
+
+
+@pytest.mark.parametrize("dataset", ["single-line", "multi-line"])
+def test_no_fence_chat_turn_or_prose_after_the_code_is_shown(dataset):
+    """What an Instruct model goes on with after the code (llama-server's /infill answered
+    "fib(n-1) + fib(n-2)\\n```\\n\\nThis code defines ..."): on every problem, the reference middle
+    followed by a fence and prose, or by a chat turn, shows as the middle alone, streamed or not."""
+    tails = ("\n```\n\nThis code defines a function that does what its docstring says.", "<|im_end|>\n<|im_start|>user\nthanks")
+    for p in load(dataset):
+        text, cursor = p.prompt + p.suffix, len(p.prompt)
+        multiline = wants_multiline(text, cursor)
+        want = tidy(p.canonical, text, cursor, multiline=multiline)
+        for tail in tails:
+            raw = p.canonical.rstrip("\n") + tail
+            stream = StreamTidy(text, cursor, multiline)
+            shown = "".join(stream.feed(raw[i : i + 3]) for i in range(0, len(raw), 3)) + stream.finish(raw)
+            assert shown == tidy(raw, text, cursor, multiline=multiline) == want, p.task_id
+            assert "```" not in shown and "<|" not in shown
