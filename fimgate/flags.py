@@ -253,7 +253,7 @@ def load_service(a):
 
 def checked_strategies(a) -> list[str]:
     """The --strategies list, each checked (efim+correction:SHARE included), or a UserError."""
-    from fimgate.bench.strategies import parse
+    from fimgate.bench.replay.strategies import parse
 
     names = [s.strip() for s in a.strategies.split(",") if s.strip()]
     try:

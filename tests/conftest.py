@@ -13,7 +13,7 @@ SHARED = os.environ.get("FIMGATE_SHARED", os.path.join(os.path.dirname(ROOT), "s
 
 def source_files() -> list[str]:
     """Real source text to test on: this project's own Python files."""
-    from fimgate.bench.checkout import package_sources
+    from fimgate.bench.common.checkout import package_sources
 
     return [str(p) for p in package_sources() if p.name not in ("__init__.py", "__main__.py")]
 

@@ -1,5 +1,5 @@
 """`fimgate bench ...`: the benchmark subcommands' flags. The CLI's dispatcher (fimgate/cli.py) adds
-them with add_parsers(); what each runs is in bench/commands.py and bench/replay_command.py."""
+them with add_parsers(); what each runs is in bench/commands.py and bench/replay/command.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fimgate.bench.commands import (
     cmd_bench_quality,
     cmd_bench_shape,
 )
-from fimgate.bench.replay_command import cmd_bench_replay
+from fimgate.bench.replay.command import cmd_bench_replay
 from fimgate.flags import backend_args, engine_args
 
 
@@ -72,7 +72,7 @@ def add_parsers(b) -> None:
         "--serial",
         action="store_true",
         help="one request at a time on a simulated clock (peers always run so); default for the embedded engine: "
-        "requests together on its batching scheduler, as serve runs them (fimgate/bench/replay_batched.py)",
+        "requests together on its batching scheduler, as serve runs them (fimgate/bench/replay/batched.py)",
     )
     s.add_argument("--pin-policy", default="pin", help="none, lru-only, pin, random+pin; several (comma) compare them")
     s.add_argument("--live", default=None, metavar="URL", help="replay in real time against a running gateway")
@@ -109,7 +109,7 @@ def add_parsers(b) -> None:
         "--peer-strategies",
         default=None,
         help="what the peers run (default: those of --strategies a peer can run), e.g. llama.vscode: "
-        "llama.vscode's own requests (fimgate/bench/llama_vscode.py)",
+        "llama.vscode's own requests (fimgate/bench/peers/llama_vscode.py)",
     )
     s.add_argument(
         "--peer-prewarm",
@@ -136,7 +136,7 @@ def add_parsers(b) -> None:
     s.add_argument(
         "--strategies",
         default=None,
-        help="default no-cache,efim; for --dataset repo: rows of fimgate/bench/repo_quality.py "
+        help="default no-cache,efim; for --dataset repo: rows of fimgate/bench/quality/repo.py "
         "(default no-context,context,reuse-add,reuse-add-visited,reuse-drop,reuse-reorder; reuse rows take :SHARE)",
     )
     s.add_argument(
@@ -184,7 +184,7 @@ def add_parsers(b) -> None:
         "--background",
         default=None,
         metavar="0,1,2",
-        help="instead: beside this many busy loops each, threads per request vs fixed (fimgate/bench/busy_cores.py)",
+        help="instead: beside this many busy loops each, threads per request vs fixed (fimgate/bench/engine/busy_cores.py)",
     )
     s.add_argument(
         "--peers", default=None, metavar="llama.cpp,vllm", help="measure these engines too (fimgate/bench/peers/registry.py)"
@@ -193,7 +193,7 @@ def add_parsers(b) -> None:
         "--batch",
         default=None,
         metavar="1,2,4,8",
-        help="instead: aggregate decode tokens/s with this many people decoding at once (fimgate/bench/batch_decode.py)",
+        help="instead: aggregate decode tokens/s with this many people decoding at once (fimgate/bench/engine/batch_decode.py)",
     )
     s.add_argument("--batch-tokens", type=int, default=64, help="with --batch: tokens each person decodes")
     s.add_argument("--json", default=None)
@@ -212,7 +212,9 @@ def add_parsers(b) -> None:
     s.add_argument("trace", nargs="?", default=None, help="keystroke trace (default: ../shared/traces/flask-60.jsonl)")
     s.add_argument("--keys", type=int, default=250, help="single-character keystrokes to type (from the trace's start)")
     s.add_argument(
-        "--clients", default="fimgate-before,fimgate,llama.vscode", help="extensions, one after another (fimgate/bench/editor.py)"
+        "--clients",
+        default="fimgate-before,fimgate,llama.vscode",
+        help="extensions, one after another (fimgate/bench/editor/vscode.py)",
     )
     s.add_argument("--serve-flags", default="", help="flags for the fimgate serve under test")
     s.add_argument("--json", default=None, help="results; the server's request log goes beside it (.requests.jsonl)")
@@ -245,7 +247,7 @@ def add_parsers(b) -> None:
         "--cases",
         default=None,
         help="abuse cases, comma-separated (default: 'none', the reference "
-        "run, every case, then 'none' again: fimgate/bench/abuse.py)",
+        "run, every case, then 'none' again: fimgate/bench/abuse/cases.py)",
     )
     s.add_argument("--serve-flags", default="", help="flags for the fimgate serve under test, e.g. '--dtype int8'")
     s.add_argument("--json", default=None)

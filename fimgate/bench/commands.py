@@ -1,4 +1,4 @@
-"""The `fimgate bench` commands but replay (bench/replay_command.py): what each runs, and the
+"""The `fimgate bench` commands but replay (bench/replay/command.py): what each runs, and the
 helpers they share (peers, precision labels, writing the result)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from fimgate.flags import UserError, checked_strategies, load_engine, load_servi
 def cmd_bench_prefill(a) -> int:
     from fimgate.backend.model.registry import resolve_model
     from fimgate.backend.model.weights import load_tokenizer
-    from fimgate.bench.prefill_count import count_prefill
+    from fimgate.bench.replay.prefill_count import count_prefill
     from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
     from fimgate.efim.templates import TEMPLATES, template_for_model
     from fimgate.efim.window import WindowConfig
@@ -76,8 +76,8 @@ def open_peers(a, engine):
 
 
 def cmd_bench_engine(a) -> int:
-    from fimgate.bench.engine_speed import compare, measure, memory_floor, read_bandwidth_now
-    from fimgate.bench.memory import rss_bytes
+    from fimgate.bench.common.memory import rss_bytes
+    from fimgate.bench.engine.speed import compare, measure, memory_floor, read_bandwidth_now
 
     peer_names(a)
     if a.background is not None:
@@ -89,7 +89,7 @@ def cmd_bench_engine(a) -> int:
     engine = load_engine(a)
     moved = None
     if a.backend == "embedded":  # (vLLM cannot place K/V at a new position)
-        from fimgate.bench.engine_speed import moved_prompt
+        from fimgate.bench.engine.speed import moved_prompt
         from fimgate.gateway.build import CORRECTION_SHARE
 
         # first, as a server that has just started would (what ran before shapes the C heap: heap.py)
@@ -119,7 +119,7 @@ def cmd_bench_engine(a) -> int:
 
 def _bench_batch(a) -> int:
     from fimgate.backend.model.registry import resolve_model
-    from fimgate.bench import batch_decode
+    from fimgate.bench.engine import batch_decode
 
     try:
         sizes = sorted({int(x) for x in a.batch.split(",") if x.strip()})
@@ -139,7 +139,7 @@ def _bench_batch(a) -> int:
 
 def _bench_background(a) -> int:
     from fimgate.backend.embedded.threads import usable_cores
-    from fimgate.bench import busy_cores
+    from fimgate.bench.engine import busy_cores
 
     try:
         counts = [int(x) for x in a.background.split(",") if x.strip()]
@@ -159,8 +159,8 @@ def _bench_background(a) -> int:
 def cmd_bench_abuse(a) -> int:
     import shlex
 
-    from fimgate.bench.abuse import CASES, DEFAULT_RUNS, run
-    from fimgate.bench.checkout import CHECKOUT
+    from fimgate.bench.abuse.cases import CASES, DEFAULT_RUNS, run
+    from fimgate.bench.common.checkout import CHECKOUT
     from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
 
     cases = [c.strip() for c in (a.cases or ",".join(DEFAULT_RUNS)).split(",") if c.strip()]
@@ -189,9 +189,9 @@ def cmd_bench_editor(a) -> int:
     import shlex
     import tempfile
 
-    from fimgate.bench.checkout import SHARED
-    from fimgate.bench.editor import bench_editor
-    from fimgate.bench.plot import plot_editor
+    from fimgate.bench.common.checkout import SHARED
+    from fimgate.bench.common.plot import plot_editor
+    from fimgate.bench.editor.vscode import bench_editor
 
     if a.keys < 1:
         raise UserError("--keys must be >= 1")
@@ -241,9 +241,9 @@ def cmd_bench_editor(a) -> int:
 def cmd_bench_lsp(a) -> int:
     import shlex
 
-    from fimgate.bench.checkout import SHARED
-    from fimgate.bench.editor import trace_slice
-    from fimgate.bench.lsp_editor import bench_lsp
+    from fimgate.bench.common.checkout import SHARED
+    from fimgate.bench.editor.lsp import bench_lsp
+    from fimgate.bench.editor.vscode import trace_slice
     from fimgate.bench.workloads.trace import TraceError, read_events
 
     if a.keys < 1:
@@ -280,7 +280,7 @@ def cmd_bench_lsp(a) -> int:
 
 
 def cmd_bench_shape(a) -> int:
-    from fimgate.bench.shape import run
+    from fimgate.bench.quality.shape import run
     from fimgate.efim.languages import EXTENSIONS
 
     files = []
@@ -358,8 +358,8 @@ def precision(a) -> str:
 def cmd_bench_repo_quality(a) -> int:
     import subprocess
 
-    from fimgate.bench.checkout import SHARED
-    from fimgate.bench.repo_quality import ROWS, parse_row, run_repo_quality
+    from fimgate.bench.common.checkout import SHARED
+    from fimgate.bench.quality.repo import ROWS, parse_row, run_repo_quality
     from fimgate.bench.workloads.repo_holes import Repo, mine_holes
     from fimgate.efim.templates import TEMPLATES, template_for_model
 
@@ -397,7 +397,7 @@ def cmd_bench_repo_quality(a) -> int:
 
 def cmd_bench_quality(a) -> int:
     from fimgate.bench.peers.registry import peer_strategies
-    from fimgate.bench.quality import run_quality, same_share
+    from fimgate.bench.quality.infilling import run_quality, same_share
     from fimgate.bench.workloads.humaneval import load
     from fimgate.efim.templates import TEMPLATES, template_for_model
 

@@ -12,7 +12,7 @@ One program per (row, token), where a row is every leading index flattened (laye
 
 The kernel writes a new tensor (never in place into a `.contiguous()` copy that may alias or
 not). Untested here (no GPU on the dev machines): tests/unit/test_rope_triton.py and
-fimgate/bench/gpu_check.sh compare it against the reference where CUDA is present.
+fimgate/bench/engine/gpu_check.sh compare it against the reference where CUDA is present.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from fimgate.bench.vscode_rig import NODE_BIN, ROOT
+from fimgate.bench.editor.vscode_rig import NODE_BIN, ROOT
 
 EXT = os.path.join(ROOT, "vscode-extension")
 ready = os.path.isdir(os.path.join(EXT, "node_modules")) and os.path.exists(os.path.join(NODE_BIN, "node"))

@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from fimgate.bench.served import start_serve
-from fimgate.bench.vscode_rig import LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server, drive
+from fimgate.bench.common.served import start_serve
+from fimgate.bench.editor.vscode_rig import LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server, drive
 from tests.e2e.recorder import Recorder
 
 VSIX = LLAMA_VSCODE_VSIX

@@ -14,7 +14,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from fimgate.bench.served import start_serve
+from fimgate.bench.common.served import start_serve
 from tests.e2e.recorder import Recorder
 
 SECRET = "sk-live-hunter2-93f1c0de"

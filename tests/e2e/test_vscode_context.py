@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from fimgate.bench.served import start_serve
-from fimgate.bench.vscode_rig import FIMGATE_VSIX, TOOLCHAIN, code_server, drive
+from fimgate.bench.common.served import start_serve
+from fimgate.bench.editor.vscode_rig import FIMGATE_VSIX, TOOLCHAIN, code_server, drive
 from tests.e2e.recorder import Recorder
 
 SOURCE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fib\n\n\nprint(fibonacci(10))\n"

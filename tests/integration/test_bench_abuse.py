@@ -3,8 +3,8 @@ HTTP, and the LSP-over-TCP attacks against a real `fimgate lsp --tcp` in front o
 are all answered, the language server stays up for its honest client, and nothing of that client's
 document reaches the attacker."""
 
-from fimgate.bench.abuse import run
-from fimgate.bench.checkout import CHECKOUT
+from fimgate.bench.abuse.cases import run
+from fimgate.bench.common.checkout import CHECKOUT
 from fimgate.bench.workloads.trace import debounced_requests, read_events
 
 

@@ -26,7 +26,7 @@ def test_complete_shows_what_the_gateway_shows(tmp_path):
     """The issue's case: `complete` repeated the code after the cursor (`a + b\n\nprint(add(1, 2))`)."""
     import httpx
 
-    from fimgate.bench.served import start_serve
+    from fimgate.bench.common.served import start_serve
 
     text = "def add(a, b):\n    return \n\nprint(add(1, 2))\n"
     src = tmp_path / "add.py"

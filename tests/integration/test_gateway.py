@@ -8,7 +8,7 @@ import threading
 import httpx
 import pytest
 
-from fimgate.bench.served import start_serve
+from fimgate.bench.common.served import start_serve
 
 
 @pytest.fixture(scope="module")

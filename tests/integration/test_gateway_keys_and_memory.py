@@ -6,7 +6,7 @@ import subprocess
 import httpx
 import pytest
 
-from fimgate.bench.served import start_serve
+from fimgate.bench.common.served import start_serve
 
 KEYS = "k-alice alice\nk-bob bob\n"
 

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from fimgate.bench.served import start_serve
+from fimgate.bench.common.served import start_serve
 
 COUNTING = "numbers = [" + ", ".join(str(i) for i in range(40)) + ", "  # the model keeps counting
 

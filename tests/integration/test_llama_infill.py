@@ -4,7 +4,7 @@
 import httpx
 import pytest
 
-from fimgate.bench.served import start_serve
+from fimgate.bench.common.served import start_serve
 
 PREFIX_LINES = "import os\n\n\ndef area(w, h):\n"
 LINE = "    return "

@@ -1,5 +1,5 @@
 """Memory of `fimgate lsp` on the default model, as an editor drives it: keystrokes of a real trace
-(protocol level, fimgate/bench/lsp_editor.py), the server's resident memory sampled after every
+(protocol level, fimgate/bench/editor/lsp.py), the server's resident memory sampled after every
 key. It must stay within 1.5x the GGUF file plus the KV memory the engine is configured for: the
 process was killed by the kernel's OOM killer at 23.9 GB three minutes into 250 keys (fp32 copies
 of every weight, bf16 copies beside them, a KV pool written in 2 MiB pages, a healing memo sized
@@ -11,8 +11,8 @@ from fimgate.backend.embedded.engine import EngineConfig
 from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.gguf_file import GGUFFile
 from fimgate.backend.model.registry import resolve_model
-from fimgate.bench.editor import trace_slice
-from fimgate.bench.lsp_editor import bench_lsp
+from fimgate.bench.editor.lsp import bench_lsp
+from fimgate.bench.editor.vscode import trace_slice
 from fimgate.bench.workloads.trace import read_events
 from tests.conftest import SHARED
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from fimgate.bench.served import start_serve
+from fimgate.bench.common.served import start_serve
 from tests.conftest import ROOT
 
 

@@ -74,8 +74,8 @@ def _backend(urls, tokenizer, pins=True):
 
 
 def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(servers, tokenizer, tmp_path):
-    from fimgate.bench.replay import replay_strategy, summarize, user_slices
-    from fimgate.bench.strategies import Strategy
+    from fimgate.bench.replay.simulate import replay_strategy, summarize, user_slices
+    from fimgate.bench.replay.strategies import Strategy
     from fimgate.bench.workloads.trace import debounced_requests, read_events
     from fimgate.efim.templates import template_for_model
 

@@ -1,7 +1,7 @@
 """fimgate bench editor's pure parts: the steps typed into VS Code from a trace, and what a key
 counts as (shown in time, useful)."""
 
-from fimgate.bench.editor import summarize, trace_slice
+from fimgate.bench.editor.vscode import summarize, trace_slice
 
 
 def _events():
@@ -64,7 +64,7 @@ def test_a_key_counts_as_shown_only_before_the_next_key_and_useful_only_if_typed
 
 
 def test_accepting_by_word_takes_the_right_words_and_stops_inside_none():
-    from fimgate.bench.editor import word_accept_chars
+    from fimgate.bench.editor.vscode import word_accept_chars
 
     assert word_accept_chars("self.request.view_args", "self.request.url") == len("self.request.")
     assert word_accept_chars("request()", "request_ctx") == len("request")  # a whole word of the suggestion, typed on
@@ -76,7 +76,7 @@ def test_accepting_by_word_takes_the_right_words_and_stops_inside_none():
 def test_a_package_older_than_its_sources_is_refused(tmp_path):
     import os
 
-    from fimgate.bench.editor import stale_vsix
+    from fimgate.bench.editor.vscode import stale_vsix
 
     (tmp_path / "src").mkdir()
     src, vsix = tmp_path / "src" / "extension.ts", tmp_path / "fimgate.vsix"

@@ -1,13 +1,13 @@
 """The embedded engine on CUDA computes what it computes on CPU: same greedy tokens, same cache
 behaviour, same shifted reuse (whose re-rotation runs the Triton kernel on CUDA). A small model
-with random weights (fimgate/bench/random_model.py) on both devices; skipped without CUDA."""
+with random weights (fimgate/bench/engine/random_model.py) on both devices; skipped without CUDA."""
 
 import pytest
 import torch
 
 from fimgate.backend.base import FimPlan, Finished, ReuseHint, SamplingParams
 from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
-from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.bench.engine.random_model import byte_tokenizer, random_model, tiny_config
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

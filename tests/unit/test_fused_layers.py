@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
-from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.bench.engine.random_model import byte_tokenizer, random_model, tiny_config
 from fimgate.kernels.rope import apply_rope, cos_sin
 
 

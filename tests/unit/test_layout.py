@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from fimgate.bench.checkout import PACKAGE_DIR
+from fimgate.bench.common.checkout import PACKAGE_DIR
 
 # package -> the fimgate packages its modules may import (besides itself)
 ALLOWED = {
@@ -78,3 +78,13 @@ def test_every_folder_says_what_it_holds_and_may_import():
     for init in sorted(PACKAGE_DIR.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc and len(doc) > 40, f"{init.relative_to(PACKAGE_DIR.parent)} has no docstring worth the name"
+
+
+def test_no_folder_holds_more_than_15_modules_side_by_side():
+    """A newcomer finds a command's files together: a folder over 15 modules gets sub-folders."""
+    crowded = {}
+    for folder in [PACKAGE_DIR, *(p for p in PACKAGE_DIR.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > 15:
+            crowded[str(folder.relative_to(PACKAGE_DIR.parent))] = len(modules)
+    assert crowded == {}

@@ -11,7 +11,7 @@ from gguf import GGMLQuantizationType as T
 
 from fimgate.backend.model.fused_step import FusedStep
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
-from fimgate.bench.random_model import byte_tokenizer, quantized, random_model, tiny_config
+from fimgate.bench.engine.random_model import byte_tokenizer, quantized, random_model, tiny_config
 from fimgate.kernels import cpu_build
 from fimgate.kernels.int8_gemv import quantize_rows
 from fimgate.kernels.llama_step import kernel_available

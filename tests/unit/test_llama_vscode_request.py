@@ -1,7 +1,7 @@
-"""llama.vscode's request and llama-server's prompt for it (fimgate/bench/llama_vscode.py), the
+"""llama.vscode's request and llama-server's prompt for it (fimgate/bench/peers/llama_vscode.py), the
 peer's side of `bench replay --peer-strategies llama.vscode`."""
 
-from fimgate.bench import llama_vscode
+from fimgate.bench.peers import llama_vscode
 from fimgate.efim.templates import TEMPLATES
 
 TEXT = "import os\n\ndef f(x):\n    if x:\n        return os.path.join(x, 'a')\n    return None\n"

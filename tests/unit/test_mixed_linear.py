@@ -7,7 +7,7 @@ import torch
 
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
 from fimgate.backend.model.mixed_linear import MAX_STEP_ROWS, MixedWeight, linear
-from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.bench.engine.random_model import byte_tokenizer, random_model, tiny_config
 
 
 def _rel(got, want):

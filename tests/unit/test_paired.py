@@ -2,7 +2,7 @@
 
 import pytest
 
-from fimgate.bench.paired import paired_difference
+from fimgate.bench.common.paired import paired_difference
 
 
 def test_the_same_row_is_zero_and_a_uniform_shift_is_certain():

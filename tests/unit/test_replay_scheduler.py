@@ -7,7 +7,7 @@ from dataclasses import replace
 from fimgate.backend.base import FimPlan, Finished, ReuseClass, UsageReport
 from fimgate.backend.block_tree import common_prefix
 from fimgate.backend.embedded.scheduler import PREFILL_CHUNK_TOKENS as WARMUP_CHUNK_TOKENS
-from fimgate.bench.replay import replay_strategy, summarize
+from fimgate.bench.replay.simulate import replay_strategy, summarize
 from fimgate.bench.workloads.office import office_slices, sessions
 from fimgate.bench.workloads.trace import TraceRequest
 

@@ -1,6 +1,6 @@
 """The replay's summary: TTFT over all typing requests does not flatter a strategy that drops most."""
 
-from fimgate.bench.replay import Outcome, complete_in_readable_windows, summarize, tail_causes, user_slices
+from fimgate.bench.replay.simulate import Outcome, complete_in_readable_windows, summarize, tail_causes, user_slices
 from fimgate.bench.workloads.trace import TraceRequest
 
 
@@ -67,7 +67,7 @@ def test_the_slowest_requests_are_told_apart_by_what_made_them_slow():
 
 
 def test_anchor_stats_count_whole_anchors_and_first_keys_after_a_pause():
-    from fimgate.bench.replay import anchor_stats
+    from fimgate.bench.replay.simulate import anchor_stats
 
     def key(user, t, prefilled, ttft=10.0, reuse="efim_append"):
         return Outcome(user, ttft, ttft, False, False, False, prefilled=prefilled, reuse_class=reuse, t_ms=t)

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from fimgate.bench.repo_quality import anchored_with, identifiers_match, parse_row
+from fimgate.bench.quality.repo import anchored_with, identifiers_match, parse_row
 from fimgate.bench.workloads.repo_holes import Repo, definitions, imported_names, mine_holes
 from fimgate.efim.templates import ContextChunk
 

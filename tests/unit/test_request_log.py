@@ -5,7 +5,7 @@ import json
 import time
 
 from fimgate.backend.base import Finished, TextDelta, UsageReport
-from fimgate.bench.key_timeline import timeline
+from fimgate.bench.editor.key_timeline import timeline
 from fimgate.gateway.request_log import RequestLog, read_log
 
 

@@ -1,5 +1,5 @@
 """The Triton RoPE kernel against the torch reference, over shapes, dtypes and layouts.
-Skipped without CUDA (fimgate/bench/gpu_check.sh runs it on a lent GPU)."""
+Skipped without CUDA (fimgate/bench/engine/gpu_check.sh runs it on a lent GPU)."""
 
 import pytest
 import torch

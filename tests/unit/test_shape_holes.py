@@ -1,7 +1,7 @@
 """The holes `fimgate bench shape` cuts from real files: what the person had typed, where the
 cursor is, and what was taken out."""
 
-from fimgate.bench.shape import holes_in
+from fimgate.bench.quality.shape import holes_in
 
 SOURCE = "def mean(xs):\n    total = sum(xs)\n    count = len(xs)\n    # the mean\n    return total / count\n\nprint(mean([1]))\n"
 

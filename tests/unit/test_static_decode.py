@@ -9,7 +9,7 @@ import torch
 
 from fimgate.backend.embedded.cuda_graphs import bucket_for
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
-from fimgate.bench.random_model import byte_tokenizer, random_model, tiny_config
+from fimgate.bench.engine.random_model import byte_tokenizer, random_model, tiny_config
 
 
 @pytest.mark.parametrize("window", [None, 8])

@@ -7,7 +7,7 @@ import time
 from fimgate.backend.base import FimPlan, SamplingParams
 from fimgate.backend.main_thread import MainThreadRunner
 from fimgate.backend.urgency import WARMUP_YIELD_S, is_warmup, order_key
-from fimgate.bench.replay import chunk_ends
+from fimgate.bench.replay.simulate import chunk_ends
 
 
 def test_a_warmup_is_a_request_for_no_tokens_or_one_marked_so():

@@ -1,8 +1,8 @@
-"""Embedded-engine speed on CUDA, run by fimgate/bench/gpu_check.sh on a lent GPU machine.
+"""Embedded-engine speed on CUDA, run by fimgate/bench/engine/gpu_check.sh on a lent GPU machine.
 
 The bundled GGUF (98 MB) cannot travel to that machine, so the model is the bundled model's shape
 (config.json + tokenizer.json, written by `--write-shape DIR` here) with random weights
-(fimgate/bench/random_model.py): speed does not depend on weight values. End of text is switched off
+(fimgate/bench/engine/random_model.py): speed does not depend on weight values. End of text is switched off
 so every decode runs its full length. Prints one JSON row per (device, dtype), the same fields
 as `fimgate bench engine`, with and without CUDA graphs (fimgate/backend/embedded/cuda_graphs.py).
 
@@ -23,8 +23,8 @@ from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
 from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.llama import KVBuffer
 from fimgate.backend.model.tokenizer import HFTokenizer
-from fimgate.bench.engine_speed import measure
-from fimgate.bench.random_model import random_model
+from fimgate.bench.engine.random_model import random_model
+from fimgate.bench.engine.speed import measure
 
 
 def write_shape(out_dir: str) -> None:

@@ -1,4 +1,4 @@
-"""Time the Triton re-rotation kernel against the torch reference on CUDA (fimgate/bench/gpu_check.sh)."""
+"""Time the Triton re-rotation kernel against the torch reference on CUDA (fimgate/bench/engine/gpu_check.sh)."""
 
 import json
 

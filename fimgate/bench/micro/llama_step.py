@@ -20,7 +20,7 @@ import torch
 from fimgate.backend.embedded.engine import EmbeddedEngine, EngineConfig
 from fimgate.backend.model.llama import KVBuffer
 from fimgate.backend.model.registry import resolve_model
-from fimgate.bench.engine_speed import _source_tokens
+from fimgate.bench.engine.speed import _source_tokens
 from fimgate.kernels.llama_step import KERNEL, kernel_available
 
 

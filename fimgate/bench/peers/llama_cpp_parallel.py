@@ -2,7 +2,7 @@
 
 One context with N sequences in a unified KV cache; each step is one `llama_decode` of a batch
 holding every sequence's next token (llama.cpp's continuous batching), greedy. For
-`fimgate bench engine --batch` (fimgate/bench/batch_decode.py): aggregate decode speed beside
+`fimgate bench engine --batch` (fimgate/bench/engine/batch_decode.py): aggregate decode speed beside
 the embedded engine's batched steps, on the same prompts.
 """
 

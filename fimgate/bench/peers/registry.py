@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from fimgate.bench.strategies import parse
+from fimgate.bench.replay.strategies import parse
 
 PEERS = ("llama.cpp", "vllm")
 PEER_STRATEGIES = ("no-cache", "psm-prefix", "efim", "llama.vscode")

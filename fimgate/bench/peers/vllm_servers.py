@@ -22,7 +22,7 @@ import time
 
 import httpx
 
-from fimgate.bench.checkout import CHECKOUT, PACKAGE_DIR
+from fimgate.bench.common.checkout import CHECKOUT, PACKAGE_DIR
 
 ROOT = str(CHECKOUT)
 START_TIMEOUT_S = 600

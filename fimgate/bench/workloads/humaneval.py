@@ -7,7 +7,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from fimgate.bench.checkout import SHARED
+from fimgate.bench.common.checkout import SHARED
 
 FILES = {"single-line": "HumanEval-SingleLineInfilling.jsonl.gz", "multi-line": "HumanEval-MultiLineInfilling.jsonl.gz"}
 

@@ -1,6 +1,6 @@
 // Replay a person's keystrokes into real VS Code (code-server) and record, for every key, when
 // ghost text was drawn (or that none was before the next key) and what it said. Used by
-// `fimgate bench editor` (fimgate/bench/editor.py), which prepares the steps from a trace.
+// `fimgate bench editor` (fimgate/bench/editor/vscode.py), which prepares the steps from a trace.
 // usage: node replay.js URL STEPS_JSON OUT_JSON [OPTIONS_JSON]
 // steps: {op: "open", file, text, first, wait_ms} | {op: "move", line, col, wait_ms}
 //        | {op: "delete", line, col, length, wait_ms} | {op: "key", text, then?, wait_ms} | {op: "paste", text, wait_ms}

@@ -4,7 +4,7 @@ go to `fimgate lsp` as an editor sends them: didOpen, an incremental didChange p
 `textDocument/inlineCompletion` at the new cursor. Per key: the time from the didChange to the
 answer, or none when the next key came first (the editor moves on; the server's own supersede
 cancels the old request) or the answer was empty; the text; useful if the person's next typed
-text starts with it. Summarized exactly as bench editor does (fimgate/bench/editor.py).
+text starts with it. Summarized exactly as bench editor does (fimgate/bench/editor/vscode.py).
 
 Opening a file takes 1.8 s before the next key, as Quick Open does in bench editor's replay (the
 server pre-warms meanwhile); before the first file the server is given time to load its model.
@@ -22,8 +22,8 @@ import time
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from fimgate.bench.editor import Slice, summarize
-from fimgate.bench.memory import rss_bytes
+from fimgate.bench.common.memory import rss_bytes
+from fimgate.bench.editor.vscode import Slice, summarize
 from fimgate.efim.offsets import line_starts, offset_to_position
 
 OPEN_S = 1.8  # a file opened: the time VS Code's Quick Open takes in bench editor's replay, before the first key

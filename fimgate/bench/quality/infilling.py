@@ -19,9 +19,9 @@ import sys
 import time
 
 from fimgate.backend.base import Finished, SamplingParams, last_finished
-from fimgate.bench.sandbox import run_program
-from fimgate.bench.similarity import edit_similarity
-from fimgate.bench.strategies import Strategy
+from fimgate.bench.common.similarity import edit_similarity
+from fimgate.bench.quality.sandbox import run_program
+from fimgate.bench.replay.strategies import Strategy
 from fimgate.bench.workloads.humaneval import Problem
 from fimgate.efim.planner import EditorState
 

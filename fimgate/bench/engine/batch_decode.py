@@ -17,7 +17,7 @@ import time
 
 from fimgate.backend.base import FimPlan, SamplingParams, last_finished
 from fimgate.backend.main_thread import MainThreadRunner
-from fimgate.bench.engine_speed import _source_tokens
+from fimgate.bench.engine.speed import _source_tokens
 
 
 def prompts_for(tok, people: int, context: int) -> list[list[int]]:

@@ -1,6 +1,6 @@
 """`fimgate bench replay` on the embedded engine as `fimgate serve` runs it: requests together.
 
-The serial replay (fimgate/bench/replay.py) runs one request at a time on a simulated clock.
+The serial replay (fimgate/bench/replay/simulate.py) runs one request at a time on a simulated clock.
 The embedded engine batches (fimgate/backend/embedded/scheduler.py): a request that arrives
 while others decode joins their steps, prompts prefill in chunks between steps. So this replay
 runs the real scheduler on a clock that is real time while the engine computes and jumps over
@@ -23,8 +23,8 @@ import threading
 import time
 
 from fimgate.backend.base import CancelToken, Finished, SamplingParams
-from fimgate.bench.replay import REPLAY_SAMPLING, Outcome, not_asked
-from fimgate.bench.strategies import Strategy, served
+from fimgate.bench.replay.simulate import REPLAY_SAMPLING, Outcome, not_asked
+from fimgate.bench.replay.strategies import Strategy, served
 from fimgate.bench.workloads.trace import TraceRequest
 from fimgate.efim.planner import EditorState
 from fimgate.gateway.service import Shape

@@ -19,7 +19,7 @@ tokens, the suffix's first n_batch/4 - 2 - len(prompt) tokens:
     [context chunks] <PRE> prefix prompt <SUF> suffix <MID>
 
 so every key typed changes the prompt from the cursor line on. For a family without FIM
-tokens the file separator marks the parts (as fimgate/bench/baseline.py's PSM layout does).
+tokens the file separator marks the parts (as fimgate/bench/replay/baseline.py's PSM layout does).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import time
 
 import httpx
 
-from fimgate.bench.replay import Outcome
+from fimgate.bench.replay.simulate import Outcome
 from fimgate.bench.workloads.trace import TraceRequest
 
 

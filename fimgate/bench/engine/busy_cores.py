@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from fimgate.bench.engine_speed import _run, _source_tokens
+from fimgate.bench.engine.speed import _run, _source_tokens
 
 REPEATS = 5
 PROMPT_TOKENS = 600  # ~2,000 characters of code

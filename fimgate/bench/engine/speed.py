@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 
 from fimgate.backend.base import FimPlan, ReuseHint, SamplingParams, last_finished
-from fimgate.bench.checkout import package_sources
+from fimgate.bench.common.checkout import package_sources
 
 REPEATS = 3
 

@@ -34,7 +34,7 @@ def _warmup_yield_ms(a) -> float | None:
 
 
 def cmd_bench_replay(a) -> int:
-    from fimgate.bench.replay import user_slices
+    from fimgate.bench.replay.simulate import user_slices
     from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
 
     strategies = checked_strategies(a)
@@ -65,7 +65,7 @@ def cmd_bench_replay(a) -> int:
         from fimgate.bench.workloads.context_ring import with_context
 
         slices = [with_context(part, a.context_chars) for part in slices]
-    from fimgate.bench.replay import REPLAY_SAMPLING
+    from fimgate.bench.replay.simulate import REPLAY_SAMPLING
 
     sampling = replace(REPLAY_SAMPLING, max_tokens=a.max_tokens)
     settings = {
@@ -89,12 +89,12 @@ def cmd_bench_replay(a) -> int:
     if a.background < 0:
         raise UserError("--background takes a count of busy loops (>= 0)")
     settings["background_busy_loops"] = a.background
-    from fimgate.bench.busy_cores import busy_loops
+    from fimgate.bench.engine.busy_cores import busy_loops
 
     with busy_loops(a.background):
         result = _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy)
     if not a.live:  # the engine ran in this process: its resident memory at the end, and its peak
-        from fimgate.bench.memory import rss_bytes
+        from fimgate.bench.common.memory import rss_bytes
 
         result.setdefault("settings", {})["rss_mb"] = {
             "last": round((rss_bytes() or 0) / 1e6, 1),
@@ -103,7 +103,7 @@ def cmd_bench_replay(a) -> int:
     if a.dump_outcomes:
         _dump_outcomes(per_strategy, a.dump_outcomes)
     if a.plot:
-        from fimgate.bench.plot import plot_replay
+        from fimgate.bench.common.plot import plot_replay
 
         plot_replay(per_strategy, a.plot, title=f"{os.path.basename(a.trace)}: {len(reqs)} requests, {a.users} user(s)")
     emit(result, a.json)
@@ -112,13 +112,13 @@ def cmd_bench_replay(a) -> int:
 
 def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) -> dict:
     """Every strategy (and peer) over the slices; fills per_strategy with their outcomes."""
-    from fimgate.bench.replay import progress_printer, replay_strategy, summarize
-    from fimgate.bench.replay_batched import replay_batched
-    from fimgate.bench.strategies import Strategy
+    from fimgate.bench.replay.batched import replay_batched
+    from fimgate.bench.replay.simulate import progress_printer, replay_strategy, summarize
+    from fimgate.bench.replay.strategies import Strategy
     from fimgate.efim.templates import TEMPLATES, template_for_model
 
     if a.live:
-        from fimgate.bench.live import acceptance_agreement, replay_live
+        from fimgate.bench.replay.live import acceptance_agreement, replay_live
 
         per_strategy["live"], verdicts = replay_live(a.live, slices)
         live = {**summarize(per_strategy["live"]), "acceptance": acceptance_agreement(per_strategy["live"], verdicts)}
@@ -163,7 +163,7 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
                     )
                     per_strategy[label] = outcomes
                     result[label] = summarize(outcomes)
-        from fimgate.bench.replay import complete_in_readable_windows, usefulness_against
+        from fimgate.bench.replay.simulate import complete_in_readable_windows, usefulness_against
 
         windows = {r.index: r.next_event_ms - r.t_ms for part in slices for r in part if r.next_event_ms is not None}
         for label, outcomes in per_strategy.items():

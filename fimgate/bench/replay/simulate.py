@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from fimgate.backend.base import FimPlan, SamplingParams, last_finished
 from fimgate.backend.block_tree import common_prefix
 from fimgate.backend.embedded.scheduler import PREFILL_CHUNK_TOKENS
-from fimgate.bench.strategies import Strategy, served
+from fimgate.bench.replay.strategies import Strategy, served
 from fimgate.bench.workloads.trace import TraceRequest
 from fimgate.efim.planner import EditorState
 

@@ -31,9 +31,9 @@ import sys
 import time
 
 from fimgate.backend.base import SamplingParams, last_finished
-from fimgate.bench.paired import paired_difference
-from fimgate.bench.similarity import edit_similarity
-from fimgate.bench.strategies import CORRECTION_BUDGET, Strategy
+from fimgate.bench.common.paired import paired_difference
+from fimgate.bench.common.similarity import edit_similarity
+from fimgate.bench.replay.strategies import CORRECTION_BUDGET, Strategy
 from fimgate.bench.workloads.repo_holes import IDENT, RepoHole
 from fimgate.efim.planner import EditorState
 from fimgate.efim.templates import ContextChunk

@@ -21,10 +21,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fimgate.bench.key_timeline import timeline
-from fimgate.bench.memory import rss_bytes
-from fimgate.bench.served import start_serve
-from fimgate.bench.vscode_rig import FIMGATE_VSIX, HERE, LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server
+from fimgate.bench.common.memory import rss_bytes
+from fimgate.bench.common.served import start_serve
+from fimgate.bench.editor.key_timeline import timeline
+from fimgate.bench.editor.vscode_rig import FIMGATE_VSIX, HERE, LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server
 from fimgate.bench.workloads.trace import read_events
 from fimgate.gateway.request_log import read_log
 

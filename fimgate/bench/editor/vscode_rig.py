@@ -14,9 +14,9 @@ import time
 
 import httpx
 
-from fimgate.bench.served import free_port
+from fimgate.bench.common.served import free_port
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HERE = os.path.join(ROOT, "tests", "e2e", "vscode")
 FIMGATE_VSIX = os.path.join(ROOT, "vscode-extension", "fimgate.vsix")
 LLAMA_VSCODE_VSIX = os.path.join(HERE, "build", "llama-vscode.vsix")

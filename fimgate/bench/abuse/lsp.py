@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from fimgate.bench.served import free_port
+from fimgate.bench.common.served import free_port
 
 LSP_CASES = ("lsp-connect-close", "lsp-unauthenticated")
 SECRET = "ALICE_ONLY_API_KEY = 'sk-alice-4f1d'\n"

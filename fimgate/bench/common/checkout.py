@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
 CHECKOUT = PACKAGE_DIR.parent
 SHARED = Path(os.environ.get("FIMGATE_SHARED") or CHECKOUT.parent / "shared")
 

@@ -12,7 +12,7 @@ from collections import defaultdict, deque
 
 from fimgate.backend.base import Tokenizer
 from fimgate.backend.block_tree import common_prefix
-from fimgate.bench.baseline import psm_prompt
+from fimgate.bench.replay.baseline import psm_prompt
 from fimgate.bench.workloads.trace import TraceRequest
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.templates import FimTemplate

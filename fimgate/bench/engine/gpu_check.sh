@@ -5,7 +5,7 @@
 # Needs .gpu/smollm2 (here: `python -m fimgate.bench.micro.gpu_engine --write-shape .gpu/smollm2`; carry it).
 # Writes its results under $OUT when set.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the checkout
 OUT="${OUT:-/tmp/gpu-check}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true

@@ -18,7 +18,7 @@ the people are done; each run has new people, so each starts from the same cold 
                    `select` for each answer's id (acceptance inflation)
     lsp-connect-close, lsp-unauthenticated
                    against a `fimgate lsp --tcp` in front of the same gateway, with an honest
-                   client beside it (fimgate/bench/lsp_abuse.py): the server stays up, the honest
+                   client beside it (fimgate/bench/abuse/lsp.py): the server stays up, the honest
                    client is answered, nothing of its document reaches the attacker
 
 Reported per case: the people's TTFT p50 / p90 / p99 (client-side: the first streamed text) and
@@ -37,9 +37,9 @@ import time
 
 import httpx
 
-from fimgate.bench.lsp_abuse import LSP_CASES, LspServer, run_lsp_case
-from fimgate.bench.memory import rss_bytes
-from fimgate.bench.served import start_serve
+from fimgate.bench.abuse.lsp import LSP_CASES, LspServer, run_lsp_case
+from fimgate.bench.common.memory import rss_bytes
+from fimgate.bench.common.served import start_serve
 from fimgate.bench.workloads.trace import TraceRequest
 
 CASES = (

@@ -5,7 +5,7 @@
     efim        the EFIM planner: anchor + increment, fragment healing
     shift-only  efim, and on re-anchor the engine reuses shifted KV with no recompute (llama.cpp cache_reuse)
     efim+correction  efim, and shifted KV is re-rotated and a budget of tokens recomputed
-    llama.vscode  what llama.vscode asks llama-server (fimgate/bench/llama_vscode.py): its window,
+    llama.vscode  what llama.vscode asks llama-server (fimgate/bench/peers/llama_vscode.py): its window,
                 llama-server's prompt, 128 tokens, n_indent and t_max_predict_ms, multi-line;
                 no request with more than 8 characters right of the cursor
 
@@ -21,8 +21,8 @@ import itertools
 from dataclasses import replace
 
 from fimgate.backend.base import FimPlan, SamplingParams
-from fimgate.bench import llama_vscode
-from fimgate.bench.baseline import psm_prompt
+from fimgate.bench.peers import llama_vscode
+from fimgate.bench.replay.baseline import psm_prompt
 from fimgate.efim.planner import HINT_SESSIONS, EditorState, EfimPlanner
 from fimgate.efim.templates import FimTemplate
 from fimgate.efim.window import WindowConfig
