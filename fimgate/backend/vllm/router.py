@@ -88,7 +88,6 @@ class PrefixRouter:
             s = self.servers[best]
             s.inflight += 1
             s.requests += 1
-            s.predicted_tokens += hits[best]
             s.tree.insert(namespace, ids)  # vLLM will hold these blocks once it has computed them
             if self._home.get(namespace, best) != best:
                 self.moves += 1
@@ -98,12 +97,16 @@ class PrefixRouter:
                 self._home.popitem(last=False)
             return best, hits[best]
 
-    def finished(self, index: int, cached_tokens: int | None) -> None:
+    def finished(self, index: int, cached_tokens: int | None, predicted: int = 0) -> None:
+        """A request ended; cached_tokens: what vLLM reported (None: it reported nothing - the
+        request was cancelled or failed), predicted: what pick() said. Both are counted only
+        together, so that the two sums compare like for like."""
         with self._lock:
             s = self.servers[index]
             s.inflight -= 1
             if cached_tokens is not None:
                 s.cached_tokens += cached_tokens
+                s.predicted_tokens += predicted
 
     def mark_down(self, index: int) -> None:
         with self._lock:
