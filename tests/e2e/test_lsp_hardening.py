@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from fimgate.bench.abuse.lsp import Wire
+
 TOKEN = "s3cret-token-for-the-test"
 
 
@@ -54,38 +56,22 @@ def rpc(server):
     client.close()
 
 
-class Rpc:
+class Rpc(Wire):
+    """The bench's raw JSON-RPC client (fimgate/bench/abuse/lsp.py), asserting what every reply
+    must be: no Python traceback in it, and the connection still open while one is awaited."""
+
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)  # OSError until it listens
-        self.buf = b""
+        super().__init__(port, timeout_s=20)  # OSError until it listens
 
-    def send(self, message: dict) -> None:
-        body = json.dumps(message).encode()
-        self.sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-
-    def reply(self, msg_id) -> dict:
-        """The next message answering msg_id (notifications in between are skipped)."""
-        while True:
-            while b"\r\n\r\n" not in self.buf:
-                self.buf += self._recv()
-            head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-            length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
-            while len(self.buf) < length:
-                self.buf += self._recv()
-            body, self.buf = self.buf[:length], self.buf[length:]
-            message = json.loads(body)
-            assert "Traceback" not in body.decode() and 'File "' not in body.decode()
-            if message.get("id") == msg_id:
-                return message
+    def _message(self) -> dict:
+        message = super()._message()
+        assert "Traceback" not in self.seen[-1] and 'File "' not in self.seen[-1]
+        return message
 
     def _recv(self) -> bytes:
         data = self.sock.recv(65536)
         assert data, "the server closed the connection"
         return data
-
-    def request(self, msg_id, method, params=None) -> dict:
-        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params or {}})
-        return self.reply(msg_id)
 
     def initialize(self, token):
         return self.request(

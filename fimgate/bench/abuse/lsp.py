@@ -47,6 +47,10 @@ class Wire:
 
     def request(self, msg_id, method: str, params: dict | None = None) -> dict:
         self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params or {}})
+        return self.reply(msg_id)
+
+    def reply(self, msg_id) -> dict:
+        """The next message answering msg_id (notifications in between are skipped)."""
         while True:
             message = self._message()
             if message.get("id") == msg_id:
