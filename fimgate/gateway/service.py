@@ -98,6 +98,7 @@ class CompletionService:
         keystroke's not yet finished) takes its place in line when that is earlier: the person's
         next key does the work the superseded one had begun."""
         arrived = time.monotonic()
+        asked = sampling  # type-through compares what the client asked, not the stop the place adds
         multiline = False
         language = language_of(state.path, state.language)
         fences = language not in FENCED_LANGUAGES
@@ -120,7 +121,7 @@ class CompletionService:
                 def here(rest: str) -> str:
                     return shown_at(rest, state.text, state.cursor, multiline, min_indent=shape.min_indent or 0, fences=fences)
 
-                quick = self.type_through.answer(session, state, sampling, here)
+                quick = self.type_through.answer(session, state, asked, here)
             if quick is not None:
                 previous = self._inflight.pop(session, None)
                 if previous is not None:
@@ -140,7 +141,7 @@ class CompletionService:
             tidy = StreamTidy(state.text, state.cursor, multiline, shape.min_indent or 0, fences)
             events = _shown(events, tidy, job.cancel if self.stop_when_shown else None)
             if typing and self.type_through is not None:
-                events = _remembered(events, self.type_through, session, state, sampling)
+                events = _remembered(events, self.type_through, session, state, asked)
         kind = "warmup" if warmup else "typing" if typing else "raw"
         return self._logged(events, session, kind), job.cancel
 
