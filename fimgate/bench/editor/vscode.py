@@ -6,7 +6,12 @@ none before the next key; the text shown; whether the person's next typed text s
 extension with its earlier settings (its own 120 ms debounce, a one-suggestion cache, no time
 budget, whole suggestions only), showing only whole suggestions, without context from other
 files, and as it is now (a suggestion's first part shown as soon as it arrives, the rest when
-complete; context from the files left), and llama.vscode 0.0.63 unchanged.
+complete; context from the files left), and llama.vscode 0.0.63 unchanged, with its defaults (3
+completions a request) and with one completion a request (`llama.vscode-1`).
+
+A client runs against `fimgate serve` unless its name says another server: `llama.vscode@llama-server`
+is llama.vscode against llama.cpp's llama-server (`make peers-setup`; fimgate/bench/peers/llama_server.py)
+on the same GGUF file, started as llama.vscode's README says; `@fimgate` says the default.
 
 Percentiles are over every key: a key with no ghost text before the next key sorts last (it was
 never seen), so a client is not rewarded for showing less.
@@ -14,6 +19,7 @@ never seen), so a client is not rewarded for showing less.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -25,6 +31,7 @@ from fimgate.bench.common.memory import rss_bytes
 from fimgate.bench.common.served import start_serve
 from fimgate.bench.editor.key_timeline import timeline
 from fimgate.bench.editor.vscode_rig import FIMGATE_VSIX, HERE, LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server
+from fimgate.bench.peers.llama_server import llama_server
 from fimgate.bench.workloads.trace import read_events
 from fimgate.gateway.request_log import read_log
 
@@ -56,6 +63,20 @@ class Client:
     close_tab: str | None = None  # a page it opens on its first start (waited for and closed)
 
 
+SERVERS = ("fimgate", "llama-server")
+
+
+def llama_vscode(name: str, url: str, **settings) -> Client:
+    base = {
+        "llama-vscode.endpoint": url,
+        "llama-vscode.ask_install_llamacpp": False,
+        "llama-vscode.rag_enabled": False,
+        "llama-vscode.auto_memory_enabled": False,
+        "llama-vscode.env_start_last_used": False,
+    }
+    return Client(name, LLAMA_VSCODE_VSIX, {**base, **settings}, "llama", open_first="notes.txt", close_tab="Information")
+
+
 def clients(url: str) -> dict[str, Client]:
     return {
         "fimgate-before": Client(
@@ -77,20 +98,8 @@ def clients(url: str) -> dict[str, Client]:
             "fimgate-no-context", FIMGATE_VSIX, {"fimgate.gatewayUrl": url, "fimgate.contextChars": 0}, "fimgate"
         ),
         "fimgate": Client("fimgate", FIMGATE_VSIX, {"fimgate.gatewayUrl": url}, "fimgate"),
-        "llama.vscode": Client(
-            "llama.vscode",
-            LLAMA_VSCODE_VSIX,
-            {
-                "llama-vscode.endpoint": url,
-                "llama-vscode.ask_install_llamacpp": False,
-                "llama-vscode.rag_enabled": False,
-                "llama-vscode.auto_memory_enabled": False,
-                "llama-vscode.env_start_last_used": False,
-            },
-            "llama",
-            open_first="notes.txt",
-            close_tab="Information",
-        ),
+        "llama.vscode": llama_vscode("llama.vscode", url),
+        "llama.vscode-1": llama_vscode("llama.vscode-1", url, **{"llama-vscode.max_parallel_completions": 1}),
     }
 
 
@@ -241,9 +250,9 @@ def summarize(keys: list[dict], typed_next: list[str]) -> dict:
     }
 
 
-def run_client(client: Client, sl: Slice, workdir: str, request_log: str) -> dict:
+def run_client(client: Client, sl: Slice, workdir: str, request_log: str | None) -> dict:
     """Replay the slice in a fresh code-server with `client` installed; its summary, with where
-    each key's time went by the server's `request_log`."""
+    each key's time went by fimgate's `request_log` (None: another server, not known)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-editor-{client.name}-", dir=workdir))
     files = dict(sl.files)
     if client.open_first:
@@ -269,10 +278,12 @@ def run_client(client: Client, sl: Slice, workdir: str, request_log: str) -> dic
         mismatches = [_first_difference(f, (work / f).read_text(encoding="utf-8"), text) for f, text in sl.final.items()]
         mismatches = [m for m in mismatches if m]
     summary = summarize(result["keys"], sl.typed_next)
-    where = timeline(result["keys"], read_log(request_log))
-    for key, seen_by_server in zip(summary["per_key"], where.pop("per_key")):
-        key.update(seen_by_server)
-    summary["where_time_went"] = where
+    summary["where_time_went"] = None
+    if request_log is not None:
+        where = timeline(result["keys"], read_log(request_log))
+        for key, seen_by_server in zip(summary["per_key"], where.pop("per_key")):
+            key.update(seen_by_server)
+        summary["where_time_went"] = where
     summary["faithful"] = not mismatches  # the saved files hold exactly what the trace typed
     summary["mismatches"] = mismatches
     summary["screenshot"] = str(out).replace(".json", ".png")
@@ -286,40 +297,73 @@ def _first_difference(name: str, got: str, want: str) -> str:
     return f"{name} at {i}: saved {got[max(0, i - 20) : i + 30]!r}, typed {want[max(0, i - 20) : i + 30]!r}"
 
 
+def parse_client(spec: str) -> tuple[str, str]:
+    """ "llama.vscode@llama-server" -> ("llama.vscode", "llama-server"); no server named: fimgate."""
+    name, _, server = spec.partition("@")
+    server = server or "fimgate"
+    if server not in SERVERS:
+        raise ValueError(f"unknown server {server!r} in {spec!r}; known: {', '.join(SERVERS)}")
+    if server != "fimgate" and not name.startswith("llama.vscode"):
+        raise ValueError(f"{spec!r}: only llama.vscode speaks llama-server's /infill")
+    return name, server
+
+
+def _model_flag(serve_flags: list[str]) -> str | None:
+    for i, flag in enumerate(serve_flags):
+        if flag == "--model" and i + 1 < len(serve_flags):
+            return serve_flags[i + 1]
+        if flag.startswith("--model="):
+            return flag.split("=", 1)[1]
+    return None
+
+
 def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str], workdir: str) -> dict:
+    from fimgate.backend.model.registry import resolve_model
+
     missing = [p for p in TOOLCHAIN if not os.path.exists(p)]
     if missing:
         raise RuntimeError(f"real VS Code is not installed here ({missing[0]}): run `make e2e-setup` in a checkout")
+    specs = {n: parse_client(n) for n in names}
+    known = clients("")
+    unknown = [n for n, (name, _) in specs.items() if name not in known]
+    if unknown:
+        raise ValueError(f"unknown client {unknown[0]!r}; known: {', '.join(known)} (each may end in @{'|@'.join(SERVERS)})")
+    missing = [f"{n}: {known[c].vsix}" for n, (c, _) in specs.items() if not os.path.exists(known[c].vsix)]
+    if missing:
+        raise RuntimeError(f"not built: {missing[0]} (run `make e2e-setup`)")
+    stale = stale_vsix(FIMGATE_VSIX) if any(known[c].vsix == FIMGATE_VSIX for c, _ in specs.values()) else None
+    if stale:
+        raise RuntimeError(f"{FIMGATE_VSIX} is older than {stale}: rebuild it (cd vscode-extension && npm run package)")
     sl = trace_slice(read_events(trace), keys)
     request_log = os.path.join(workdir, "requests.jsonl")
-    proc, url = start_serve(*serve_flags, "--request-log", request_log)
-    try:
-        table = clients(url)
-        unknown = [n for n in names if n not in table]
-        if unknown:
-            raise ValueError(f"unknown client {unknown[0]!r}; known: {', '.join(table)}")
-        missing = [f"{n}: {table[n].vsix}" for n in names if not os.path.exists(table[n].vsix)]
-        if missing:
-            raise RuntimeError(f"not built: {missing[0]} (run `make e2e-setup`)")
-        stale = stale_vsix(FIMGATE_VSIX) if any(table[n].vsix == FIMGATE_VSIX for n in names) else None
-        if stale:
-            raise RuntimeError(f"{FIMGATE_VSIX} is older than {stale}: rebuild it (cd vscode-extension && npm run package)")
-        results = {}
-        for n in names:  # a client whose replay fails is reported as such; the others still count
+    results: dict[str, dict] = {}
+    rss = {"last": None, "peak": None}
+    with contextlib.ExitStack() as stack:
+        urls: dict[str, str] = {}
+        proc = None
+        for n, (c, server) in specs.items():  # a client whose replay fails is reported as such; the others still count
             try:
-                results[n] = run_client(table[n], sl, workdir, request_log)
+                if server not in urls and server == "fimgate":
+                    proc, urls[server] = start_serve(*serve_flags, "--request-log", request_log)
+                    stack.callback(_stop, proc)
+                elif server not in urls:  # the same GGUF file fimgate serves
+                    urls[server] = stack.enter_context(llama_server(resolve_model(_model_flag(serve_flags))))
+                log = request_log if server == "fimgate" else None
+                results[n] = run_client(clients(urls[server])[c], sl, workdir, log)
             except (RuntimeError, subprocess.SubprocessError) as e:
                 results[n] = {"error": str(e)[:2000]}
-        # the gateway's resident memory after every client's keys (and its peak): what the memory bound is about
-        rss = {k: rss_bytes(proc.pid, peak=k == "peak") for k in ("last", "peak")}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        if proc is not None:  # the gateway's resident memory after its clients' keys (and peak): what the bound is about
+            rss = {k: rss_bytes(proc.pid, peak=k == "peak") for k in ("last", "peak")}
     return {
         "trace": trace,
         "keys": keys,
         "serve_flags": serve_flags,
         "clients": results,
         "server_rss_mb": {k: None if v is None else round(v / 1e6, 1) for k, v in rss.items()},
-        "request_log": read_log(request_log),
+        "request_log": read_log(request_log) if os.path.exists(request_log) else [],
     }
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(timeout=30)

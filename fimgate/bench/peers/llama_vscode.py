@@ -18,8 +18,12 @@ tokens, the suffix's first n_batch/4 - 2 - len(prompt) tokens:
 
     [context chunks] <PRE> prefix prompt <SUF> suffix <MID>
 
-so every key typed changes the prompt from the cursor line on. For a family without FIM
-tokens the file separator marks the parts (as fimgate/bench/replay/baseline.py's PSM layout does).
+so every key typed changes the prompt from the cursor line on. Where the vocabulary has a
+repository-name and a file-separator token (Qwen2.5-Coder), the context is the repository-level
+layout: `<|repo_name|>myproject\n`, `<|file_sep|>NAME\n TEXT` per chunk, `<|file_sep|>filename\n`;
+else chunks follow a "--- snippet ---" line. For a family without FIM tokens the file separator
+marks the parts (as fimgate/bench/replay/baseline.py's PSM layout does).
+`tests/integration/test_llama_server_peer.py` checks the length against the real server's.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ N_PREDICT = 128
 T_MAX_PREDICT_MS = 500
 MAX_LINE_SUFFIX = 8
 N_BATCH = 1024
-N_CTX = 8192  # --ctx-size 0: the model's own (SmolLM2's 8,192)
+N_CTX = 8192  # --ctx-size 0: the model's own (SmolLM2's 8,192; Qwen2.5-Coder's 32,768: more context chunks fit)
 SNIPPET = "\n\n--- snippet ---\n\n"  # llama-server's chunk separator for a vocabulary without FIM_SEP
+FIM_REP = ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>")
+FIM_SEP = ("<|file_sep|>",)
 
 
 def request_body(text: str, cursor: int, context=()) -> InfillRequest | None:
@@ -75,6 +81,16 @@ def server_prompt(tok: Tokenizer, template: FimTemplate, body: InfillRequest, n_
     prefix, prompt, suffix = tok.encode(body.input_prefix), tok.encode(body.prompt), tok.encode(body.input_suffix)
     prefix = prefix[len(prefix) - min(len(prefix), 3 * (n_batch // 4)) :]
     suffix = suffix[: min(len(suffix), max(0, n_batch // 4 - (2 + len(prompt))))]
-    extra = [t for c in body.input_extra for t in tok.encode(SNIPPET) + tok.encode(c.text)]
+    # the repo-level layout, with the tokens llama.cpp's vocabulary recognizes (src/llama-vocab.cpp)
+    rep = template.repo_name if template.repo_name in FIM_REP else None
+    sep = template.file_sep if template.file_sep in FIM_SEP else None
+    extra = [tok.token_id(rep)] + tok.encode("myproject\n") if rep else []
+    for c in body.input_extra:
+        if sep:
+            extra += [tok.token_id(sep)] + tok.encode((c.filename or "tmp") + "\n") + tok.encode(c.text)
+        else:
+            extra += tok.encode(SNIPPET) + tok.encode(c.text)
+    if sep:  # the file being completed: llama-server names it "filename"
+        extra += [tok.token_id(sep)] + tok.encode("filename\n")
     extra = extra[len(extra) - min(len(extra), max(0, N_CTX - n_batch - 2 * body.n_predict)) :]
     return tuple(extra + [tok.token_id(pre)] + prefix + prompt + [tok.token_id(suf)] + suffix + [tok.token_id(mid)])

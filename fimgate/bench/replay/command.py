@@ -112,6 +112,7 @@ def cmd_bench_replay(a) -> int:
 
 def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) -> dict:
     """Every strategy (and peer) over the slices; fills per_strategy with their outcomes."""
+    from fimgate.bench.peers.registry import runs
     from fimgate.bench.replay.batched import replay_batched
     from fimgate.bench.replay.simulate import progress_printer, replay_strategy, summarize
     from fimgate.bench.replay.strategies import Strategy
@@ -151,18 +152,24 @@ def _run_all(a, strategies, slices, sampling, settings, yield_ms, per_strategy) 
         peer_slices = slices if a.peer_prewarm == "same" else [[r for r in s if not r.prewarm] for s in slices]
         with open_peers(a, engine) as peers:
             for peer_name, peer in peers.items():
-                for name in a.peer_strategies:
+                for name in [s for s in a.peer_strategies if runs(peer_name, s)]:
                     label = f"{peer_name}/{name}"
+                    # a server's own strategy sends its client's requests (llama-server: /infill bodies, no warm-ups)
+                    own = getattr(peer, "strategy", None)
+                    strategy = own(name, tmpl) if own else Strategy(name, peer.tokenizer, tmpl)
+                    some = [[r for r in s if not r.prewarm] for s in peer_slices] if own else peer_slices
                     outcomes = replay_strategy(
                         peer,
-                        Strategy(name, peer.tokenizer, tmpl),
-                        peer_slices,
+                        strategy,
+                        some,
                         sampling,
-                        progress=progress_printer(label, sum(map(len, peer_slices))),
+                        progress=progress_printer(label, sum(map(len, some))),
                         warmup_yield_ms=yield_ms,
                     )
                     per_strategy[label] = outcomes
                     result[label] = summarize(outcomes)
+                    if hasattr(peer, "emulation"):
+                        result[label]["emulation"] = peer.emulation()
         from fimgate.bench.replay.simulate import complete_in_readable_windows, usefulness_against
 
         windows = {r.index: r.next_event_ms - r.t_ms for part in slices for r in part if r.next_event_ms is not None}

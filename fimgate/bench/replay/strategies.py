@@ -89,11 +89,15 @@ class Strategy:
         """The prompt psm-prefix and llama.vscode cut afresh on every request."""
         if self.kind == "psm-prefix":
             return psm_prompt(self.tok, self.template, state.text, state.cursor)
+        return llama_vscode.server_prompt(self.tok, self.template, self.window_body(state))
+
+    def window_body(self, state: EditorState):
+        """llama.vscode's /infill body for `state`."""
         body = llama_vscode.request_body(state.text, state.cursor, state.context)
         if body is None:  # a warm-up, asked for where llama.vscode would not ask: the line's end
             nl = state.text.find("\n", state.cursor)
             body = llama_vscode.request_body(state.text, len(state.text) if nl < 0 else nl, state.context)
-        return llama_vscode.server_prompt(self.tok, self.template, body)
+        return body
 
 
 def served(strategy, backend) -> tuple[CompletionService, "Planning"]:
