@@ -9,7 +9,10 @@
   means no suggestion, never a frozen editor.
 - didChange of one typed edit, in a document the client asks inline completions for as the person
   types, asks for the caret it leaves at once: the client's request, after its own delay, finds it in flight.
-- didOpen pre-warms the cache, so the first keystroke in a file is not a cold prefill.
+- didOpen pre-warms the cache, so the first keystroke in a file is not a cold prefill; in a file
+  just opened by a client that asks as the person types, the first typed edit asks at its place
+  at once (superseding that pre-warm of the file's top): an editor opening a file at its last
+  place edits there first.
 - Context: the other open documents' lines around their last edit (fimgate/lsp/context.py);
   documents matching a secret pattern are never context and get no completions.
 """
@@ -55,6 +58,8 @@ class FimLanguageServer(LanguageServer):
         self.warming: dict[str, asyncio.Future] = {}  # uri -> its didOpen pre-warm, while it runs
         self.inflight: dict[str, Flight] = {}  # uri -> the last suggestion asked for (fimgate/lsp/inflight.py)
         self.asks_inline: set[str] = set()  # documents the client asks inline completions for as the person types
+        self.types_along = False  # its last inline completion request anywhere was made as the person typed
+        self.asked: set[str] = set()  # documents it has asked inline completions for
 
     async def completer(self):
         return await self.completers.get(self.settings)
@@ -169,6 +174,7 @@ def create_server(
         ls.touched.forget(params.text_document.uri)
         ls.inflight.pop(params.text_document.uri, None)
         ls.asks_inline.discard(params.text_document.uri)
+        ls.asked.discard(params.text_document.uri)
 
     def _asker(ls: FimLanguageServer, completer, uri: str, doc, text: str, cursor: int):
         """A call that asks `completer` for the suggestion at `cursor` (with the settings now)."""
@@ -207,14 +213,15 @@ def create_server(
         editors debounce too), unless the suggestion in flight may still answer there. The
         client's request then finds it in flight (inflight.py)."""
         s = ls.settings
-        if not s.follow_in_flight or s.debounce_ms > 0 or uri not in ls.asks_inline or ls._completer is None:
+        if not s.follow_in_flight or s.debounce_ms > 0 or ls._completer is None:
             return
+        if uri not in ls.asks_inline and not (ls.types_along and uri not in ls.asked):
+            return  # (a document just opened by a client that asks as the person types: the edit shows the place)
         if len(changes) != 1 or not isinstance(changes[0], types.TextDocumentContentChangePartial):
             return
         if len(changes[0].text) > TYPED_MAX_CHARS or uri not in ls.workspace.text_documents or ls.secret(uri):
             return
-        if uri in ls.warming:
-            return  # (the pre-warm would be superseded; the client's request waits for it)
+        # an edit while didOpen's pre-warm (of the file's top) runs supersedes it: the place is known now
         doc = ls.workspace.get_text_document(uri)
         text = doc.source
         start = changes[0].range.start  # (the text before it is the same before and after the change)
@@ -254,7 +261,9 @@ def create_server(
                 ask = _asker(ls, completer, uri, doc, text, cursor)
                 shown, completion_id = await asyncio.wait_for(ask(), timeout_s)
             else:
-                if params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic:
+                ls.asked.add(uri)
+                ls.types_along = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
+                if ls.types_along:
                     ls.asks_inline.add(uri)  # it asks as the person types: asking at the edit is worth it
                 else:
                     ls.asks_inline.discard(uri)  # it asks when the person invokes it: not at every edit
