@@ -57,9 +57,10 @@ class FimLanguageServer(LanguageServer):
         self.touched = Touched()
         self.warming: dict[str, asyncio.Future] = {}  # uri -> its didOpen pre-warm, while it runs
         self.inflight: dict[str, Flight] = {}  # uri -> the last suggestion asked for (fimgate/lsp/inflight.py)
-        self.asks_inline: set[str] = set()  # documents the client asks inline completions for as the person types
-        self.types_along = False  # its last inline completion request anywhere was made as the person typed
-        self.asked: set[str] = set()  # documents it has asked inline completions for
+        # per document, whether the client's last inline completion request there came as the person
+        # typed (not invoked); a document not asked in yet takes its last request's anywhere
+        self.asks_inline: dict[str, bool] = {}
+        self.types_along = False
 
     async def completer(self):
         return await self.completers.get(self.settings)
@@ -173,8 +174,7 @@ def create_server(
     def did_close(ls: FimLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.touched.forget(params.text_document.uri)
         ls.inflight.pop(params.text_document.uri, None)
-        ls.asks_inline.discard(params.text_document.uri)
-        ls.asked.discard(params.text_document.uri)
+        ls.asks_inline.pop(params.text_document.uri, None)
 
     def _asker(ls: FimLanguageServer, completer, uri: str, doc, text: str, cursor: int):
         """A call that asks `completer` for the suggestion at `cursor` (with the settings now)."""
@@ -215,7 +215,7 @@ def create_server(
         s = ls.settings
         if not s.follow_in_flight or s.debounce_ms > 0 or ls._completer is None:
             return
-        if uri not in ls.asks_inline and not (ls.types_along and uri not in ls.asked):
+        if not ls.asks_inline.get(uri, ls.types_along):
             return  # (a document just opened by a client that asks as the person types: the edit shows the place)
         if len(changes) != 1 or not isinstance(changes[0], types.TextDocumentContentChangePartial):
             return
@@ -261,12 +261,9 @@ def create_server(
                 ask = _asker(ls, completer, uri, doc, text, cursor)
                 shown, completion_id = await asyncio.wait_for(ask(), timeout_s)
             else:
-                ls.asked.add(uri)
+                # it asks as the person types (asking at the edit is worth it), or when invoked (not at every edit)
                 ls.types_along = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
-                if ls.types_along:
-                    ls.asks_inline.add(uri)  # it asks as the person types: asking at the edit is worth it
-                else:
-                    ls.asks_inline.discard(uri)  # it asks when the person invokes it: not at every edit
+                ls.asks_inline[uri] = ls.types_along
                 flight = ls.inflight.get(uri)
                 typed = typed_along(flight, before, after)
                 got = None if typed is None else await answer(flight, typed, timeout_s)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fimgate.bench.common.memory import rss_bytes
-from fimgate.bench.common.served import start_serve
+from fimgate.bench.common.served import start_serve, stop
 from fimgate.bench.editor.key_timeline import timeline
 from fimgate.bench.editor.vscode_rig import FIMGATE_VSIX, HERE, LLAMA_VSCODE_VSIX, TOOLCHAIN, code_server
 from fimgate.bench.peers.llama_server import llama_server
@@ -345,7 +345,7 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
             try:
                 if server not in urls and server == "fimgate":
                     proc, urls[server] = start_serve(*serve_flags, "--request-log", request_log)
-                    stack.callback(_stop, proc)
+                    stack.callback(stop, proc)
                 elif server not in urls:  # the same GGUF file fimgate serves
                     urls[server] = stack.enter_context(llama_server(resolve_model(_model_flag(serve_flags))))
                 log = request_log if server == "fimgate" else None
@@ -362,8 +362,3 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
         "server_rss_mb": {k: None if v is None else round(v / 1e6, 1) for k, v in rss.items()},
         "request_log": read_log(request_log) if os.path.exists(request_log) else [],
     }
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    proc.wait(timeout=30)

@@ -16,15 +16,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
 
 import httpx
 
-from fimgate.bench.common.served import free_port
+from fimgate.bench.common.served import free_port, start_http, stop
 
 README_FLAGS = ("-ub", "1024", "-b", "1024", "--ctx-size", "0", "--cache-reuse", "256")
 BUILT = Path(__file__).resolve().parents[3] / ".peers" / "llama.cpp" / "build" / "bin" / "llama-server"
@@ -46,30 +44,13 @@ def llama_server(model_path: str, *flags: str, timeout_s: float = 180) -> Iterat
     if binary is None:
         raise RuntimeError("llama-server is not built here: run `make peers-setup` (or set FIMGATE_LLAMA_SERVER)")
     port = free_port()
-    log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
-    cmd = [binary, "-m", model_path, "--host", "127.0.0.1", "--port", str(port), *README_FLAGS, *flags]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    cmd = [binary, "-m", model_path, "--host", "127.0.0.1", "--port", str(port), *README_FLAGS, *flags]
+    proc = start_http(cmd, url, "llama-server", timeout_s=timeout_s)
     try:
-        deadline = time.time() + timeout_s
-        while True:
-            if proc.poll() is not None or time.time() > deadline:
-                with open(log.name, encoding="utf-8", errors="replace") as f:
-                    raise RuntimeError(f"llama-server did not come up ({log.name}): {f.read()[-2000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 class LlamaServerPeer:
@@ -153,8 +134,8 @@ class InfillStrategy:
         return self.inner.request(state, sampling)
 
     def plan(self, user, state, sampling):
-        plan = self.inner.plan(user, state, sampling)
         body = self.inner.window_body(state)
+        plan = self.inner.plan(user, state, sampling, body)
         self.peer.bodies[plan.prompt_ids] = {
             "input_prefix": body.input_prefix,
             "input_suffix": body.input_suffix,

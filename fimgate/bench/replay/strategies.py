@@ -68,7 +68,8 @@ class Strategy:
             return None
         return llama_vscode.sampling(body), Shape(multiline=True, min_indent=body.n_indent or None)
 
-    def plan(self, user: str, state: EditorState, sampling: SamplingParams) -> FimPlan:
+    def plan(self, user: str, state: EditorState, sampling: SamplingParams, body=None) -> FimPlan:
+        """`body`: llama.vscode's request for `state`, where the caller made it (window_body)."""
         uid = f"{self.name}/{user}"
         if self.kind == "no-cache":
             n = next(self._fresh)
@@ -77,7 +78,7 @@ class Strategy:
             return p
         if self.kind in ("psm-prefix", "llama.vscode"):
             return FimPlan(
-                prompt_ids=self._window_prompt(state),
+                prompt_ids=self._window_prompt(state, body),
                 user_id=uid,
                 session_id=state.document_id,
                 sampling=sampling,
@@ -85,11 +86,11 @@ class Strategy:
             )
         return self.planner.plan(replace(state, user_id=uid), sampling)
 
-    def _window_prompt(self, state: EditorState) -> tuple[int, ...]:
+    def _window_prompt(self, state: EditorState, body=None) -> tuple[int, ...]:
         """The prompt psm-prefix and llama.vscode cut afresh on every request."""
         if self.kind == "psm-prefix":
             return psm_prompt(self.tok, self.template, state.text, state.cursor)
-        return llama_vscode.server_prompt(self.tok, self.template, self.window_body(state))
+        return llama_vscode.server_prompt(self.tok, self.template, body or self.window_body(state))
 
     def window_body(self, state: EditorState):
         """llama.vscode's /infill body for `state`."""
