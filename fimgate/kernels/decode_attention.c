@@ -4,10 +4,12 @@
  *   k,v: kv head h, row l at k[h * head_stride + l * d]   rows [0, n) of the view handed in
  *   out: (kv_heads * group, d)                 softmax(q k^T * scale) v
  *
- * Built and loaded by fimgate/kernels/decode_attention.py. The n rows are split into one chunk per
- * thread (flash-decoding): a thread reads each K and V row of its chunk once for all the
- * query heads of its group, keeps its own running max, sum and weighted V, and the calling
- * thread merges the partials. exp is a polynomial (relative error ~2e-7) so the loops vectorize
+ * Built and loaded by fimgate/kernels/decode_attention.py. The n rows are split into chunks of
+ * CHUNK rows (flash-decoding): each chunk's K and V rows are read once for all the query heads of
+ * their group, into the chunk's own max, sum and weighted V, and the calling thread merges the
+ * partials in chunk order. Threads take runs of whole chunks, so the bits of the result depend on n
+ * alone, never on how many threads ran: the server picks the thread count per request by what the
+ * machine has free (backend/embedded/threads.py), and a token must come out the same either way. exp is a polynomial (relative error ~2e-7) so the loops vectorize
  * without -ffast-math (which would change the process's float environment).
  *
  * With AVX-512 and d = 64 or 128 (Qwen2.5, SmolLM2, Llama) the two loops over rows run in blocks
@@ -22,6 +24,13 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
+
+#define CHUNK 128 /* rows per partial (a multiple of 16, the blocked loops' step) */
+
+/* Floats of work space decode_attention needs over n rows: the scores, then each chunk's partials. */
+int64_t decode_attention_workspace(int64_t heads, int64_t d, int64_t n) {
+    return heads * n + (n + CHUNK - 1) / CHUNK * heads * (d + 2);
+}
 
 static inline float exp_poly(float x) {
     /* e^x = 2^n * e^r, n = round(x / ln 2), |r| <= ln2 / 2; x <= 0 here */
@@ -154,73 +163,73 @@ static inline __attribute__((always_inline)) void weigh_blocks(const float *sg, 
 void decode_attention(const float *q, const float *k, const float *v, float *out, float *ws,
                       int64_t kv_heads, int64_t group, int64_t d, int64_t n, int64_t head_stride,
                       float scale, int threads) {
-    int64_t heads = kv_heads * group;
-    if (threads < 1) threads = 1;
-    if (n < 64 * threads) threads = 1;
+    int64_t heads = kv_heads * group, chunks = (n + CHUNK - 1) / CHUNK;
+    if (threads < 1 || n < 64 * threads) threads = 1;
+    if (threads > chunks) threads = (int)chunks;
     float *scores = ws;                      /* heads * n */
-    float *part = ws + heads * n;            /* threads * heads * (d + 2): max, sum, acc[d] */
-    int used = 1;
+    float *part = ws + heads * n;            /* chunks * heads * (d + 2): max, sum, acc[d] */
 #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        if (t == 0) used = nt;
-        int64_t l0 = n * t / nt, l1 = n * (t + 1) / nt;
-        for (int64_t h = 0; h < kv_heads; h++) {
-            const float *kh = k + h * head_stride, *vh = v + h * head_stride;
-            const float *qg = q + h * group * d;
-            float *sg = scores + h * group * n;
-            int64_t from = l0;
+        for (int64_t c = chunks * t / nt; c < chunks * (t + 1) / nt; c++) {
+            int64_t l0 = c * CHUNK, l1 = l0 + CHUNK < n ? l0 + CHUNK : n;
+            for (int64_t h = 0; h < kv_heads; h++) {
+                const float *kh = k + h * head_stride, *vh = v + h * head_stride;
+                const float *qg = q + h * group * d;
+                float *sg = scores + h * group * n;
+                int64_t from = l0;
 #ifdef __AVX512F__
-            if (d == 64) from = score_blocks(qg, kh, sg, n, group, l0, l1, scale, 4);
-            if (d == 128) from = score_blocks(qg, kh, sg, n, group, l0, l1, scale, 8);
+                if (d == 64) from = score_blocks(qg, kh, sg, n, group, l0, l1, scale, 4);
+                if (d == 128) from = score_blocks(qg, kh, sg, n, group, l0, l1, scale, 8);
 #endif
-            for (int64_t l = from; l < l1; l++) {  /* each K row once, for all the group's heads */
-                const float *kr = kh + l * d;
-                for (int64_t g = 0; g < group; g++) {
-                    const float *qv = qg + g * d;
-                    float dot = 0.0f;
+                for (int64_t l = from; l < l1; l++) {  /* each K row once, for all the group's heads */
+                    const float *kr = kh + l * d;
+                    for (int64_t g = 0; g < group; g++) {
+                        const float *qv = qg + g * d;
+                        float dot = 0.0f;
 #pragma omp simd reduction(+:dot)
-                    for (int64_t j = 0; j < d; j++) dot += qv[j] * kr[j];
-                    sg[g * n + l] = dot * scale;
+                        for (int64_t j = 0; j < d; j++) dot += qv[j] * kr[j];
+                        sg[g * n + l] = dot * scale;
+                    }
                 }
-            }
-            for (int64_t g = 0; g < group; g++) {
-                float *s = sg + g * n;
-                float m, sum;
-                softmax_run(s, l0, l1, &m, &sum);
-                float *pp = part + ((int64_t)t * heads + h * group + g) * (d + 2);
-                pp[0] = m;
-                pp[1] = sum;
-                for (int64_t j = 0; j < d; j++) pp[2 + j] = 0.0f;
-            }
-            float *acc_base = part + ((int64_t)t * heads + h * group) * (d + 2) + 2;
-            from = l0;
-#ifdef __AVX512F__
-            if (d == 64) weigh_blocks(sg, vh, acc_base, d + 2, n, group, l0, l1, 4), from = l1;
-            if (d == 128) weigh_blocks(sg, vh, acc_base, d + 2, n, group, l0, l1, 8), from = l1;
-#endif
-            for (int64_t l = from; l < l1; l++) {  /* each V row once, for all the group's heads */
-                const float *vr = vh + l * d;
                 for (int64_t g = 0; g < group; g++) {
-                    float *acc = part + ((int64_t)t * heads + h * group + g) * (d + 2) + 2;
-                    float p = sg[g * n + l];
+                    float *s = sg + g * n;
+                    float m, sum;
+                    softmax_run(s, l0, l1, &m, &sum);
+                    float *pp = part + (c * heads + h * group + g) * (d + 2);
+                    pp[0] = m;
+                    pp[1] = sum;
+                    for (int64_t j = 0; j < d; j++) pp[2 + j] = 0.0f;
+                }
+                float *acc_base = part + (c * heads + h * group) * (d + 2) + 2;
+                from = l0;
+#ifdef __AVX512F__
+                if (d == 64) weigh_blocks(sg, vh, acc_base, d + 2, n, group, l0, l1, 4), from = l1;
+                if (d == 128) weigh_blocks(sg, vh, acc_base, d + 2, n, group, l0, l1, 8), from = l1;
+#endif
+                for (int64_t l = from; l < l1; l++) {  /* each V row once, for all the group's heads */
+                    const float *vr = vh + l * d;
+                    for (int64_t g = 0; g < group; g++) {
+                        float *acc = acc_base + g * (d + 2);
+                        float p = sg[g * n + l];
 #pragma omp simd
-                    for (int64_t j = 0; j < d; j++) acc[j] += p * vr[j];
+                        for (int64_t j = 0; j < d; j++) acc[j] += p * vr[j];
+                    }
                 }
             }
         }
     }
     for (int64_t qh = 0; qh < heads; qh++) {
         float m = -3.0e38f;
-        for (int t = 0; t < used; t++) {
-            float mt = part[((int64_t)t * heads + qh) * (d + 2)];
-            m = mt > m ? mt : m;
+        for (int64_t c = 0; c < chunks; c++) {
+            float mc = part[(c * heads + qh) * (d + 2)];
+            m = mc > m ? mc : m;
         }
         float total = 0.0f;
         float *o = out + qh * d;
         for (int64_t j = 0; j < d; j++) o[j] = 0.0f;
-        for (int t = 0; t < used; t++) {
-            const float *pp = part + ((int64_t)t * heads + qh) * (d + 2);
+        for (int64_t c = 0; c < chunks; c++) {
+            const float *pp = part + (c * heads + qh) * (d + 2);
             float w = exp_poly(pp[0] - m);
             total += w * pp[1];
             for (int64_t j = 0; j < d; j++) o[j] += w * pp[2 + j];

@@ -6,7 +6,7 @@ Returns None where the kernel does not apply (no compiler, not fp32 on CPU, rows
 and the caller runs its torch path. At long context a decode step is mostly this: at 2,800
 tokens SmolLM2's 30 layers read 129 MB of fp32 K and V per token, which torch's two batched
 matmuls (scores, then weights x values, with a softmax between) read at ~8 GB/s here; the kernel
-reads each row once per kv head, split over the threads (`python -m fimgate.bench.micro.decode_attention`).
+reads each row once per kv head, in chunks split over the threads (`python -m fimgate.bench.micro.decode_attention`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ from fimgate.kernels import cpu_build
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 KERNEL = cpu_build.Kernel(
-    "decode_attention", {"decode_attention": ([_P, _P, _P, _P, _P, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_int], None)}
+    "decode_attention",
+    {
+        "decode_attention": ([_P, _P, _P, _P, _P, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_int], None),
+        "decode_attention_workspace": ([_I, _I, _I], _I),
+    },
 )
 
 
@@ -52,7 +56,7 @@ def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
     threads = torch.get_num_threads()
     q = q.reshape(heads, d).contiguous()
     out = torch.empty(heads, 1, d)
-    ws = torch.empty(heads * n + threads * heads * (d + 2))
+    ws = torch.empty(KERNEL.lib.decode_attention_workspace(heads, d, n))
     KERNEL.lib.decode_attention(
         q.data_ptr(),
         keys.data_ptr(),

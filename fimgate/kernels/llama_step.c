@@ -147,8 +147,7 @@ int llama_step(const Layer *layers, int64_t n_layers, int64_t batch, float *x, f
 
 /* kv_len: the longest cache any sequence of the batch attends over. */
 int64_t llama_step_workspace(int64_t batch, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t d, int64_t inter,
-                             int64_t kv_len, int threads) {
+                             int64_t kv_len) {
     return batch * (hidden + (heads + 2 * kv_heads) * d + heads * d + 3 * inter + hidden)
-           + quant_floats(batch, hidden, heads * d, inter) + heads * kv_len
-           + (int64_t)(threads < 1 ? 1 : threads) * heads * (d + 2);
+           + quant_floats(batch, hidden, heads * d, inter) + decode_attention_workspace(heads, d, kv_len);
 }

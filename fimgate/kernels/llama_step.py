@@ -44,7 +44,7 @@ KERNEL = cpu_build.Kernel(
             [_P, _I, _I, _P, _P, _P, _P, _P, _P, _P, *[_I] * 6, ctypes.c_float, ctypes.c_float, _P, ctypes.c_int, _P],
             ctypes.c_int,
         ),
-        "llama_step_workspace": ([_I, _I, _I, _I, _I, _I, _I, ctypes.c_int], _I),
+        "llama_step_workspace": ([_I] * 7, _I),
     },
 )
 
@@ -165,9 +165,7 @@ def llama_step_batch(
     threads = torch.get_num_threads()
     cos_t, sin_t = cos_t.contiguous(), sin_t.contiguous()
     ws = torch.empty(
-        lib.llama_step_workspace(
-            batch, dims.hidden, dims.heads, dims.kv_heads, dims.head_dim, dims.intermediate, max(slots) + 1, threads
-        )
+        lib.llama_step_workspace(batch, dims.hidden, dims.heads, dims.kv_heads, dims.head_dim, dims.intermediate, max(slots) + 1)
     )
     pointers = ctypes.c_void_p * batch
     rc = lib.llama_step(

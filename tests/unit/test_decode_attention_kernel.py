@@ -50,3 +50,25 @@ def test_it_declines_what_it_does_not_handle():
     keys = torch.randn(2, 10, 8)
     assert decode_attention(q.double(), keys.double(), keys.double(), 1.0) is None  # not fp32
     assert decode_attention(q, keys.transpose(1, 2).contiguous().transpose(1, 2), keys, 1.0) is None  # rows strided
+
+
+@pytest.mark.parametrize("n", [130, 1000, 3001])
+def test_the_result_does_not_depend_on_the_thread_count(n):
+    """The server runs each request on the cores free at that moment (backend/embedded/threads.py),
+    so one suggestion may be decoded on 2 threads and its re-asked twin on 1: the two must be the same
+    bits, or a near-tie flips a suggestion (a speculative draft's verify then disagrees with plain
+    decoding, type-through with a cold request)."""
+    if not kernel_available():
+        pytest.skip("the C kernel is not built here")
+    torch.manual_seed(n)
+    keys, values = torch.randn(2, n, 64) * 2, torch.randn(2, n, 64)
+    q = torch.randn(14, 1, 64)
+    was = torch.get_num_threads()
+    try:
+        outs = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            outs.append(decode_attention(q, keys, values, 0.125))
+    finally:
+        torch.set_num_threads(was)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])

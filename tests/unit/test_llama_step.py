@@ -217,3 +217,26 @@ def test_a_batched_step_reads_a_quantized_head_once_and_gives_each_row_its_own_l
             assert torch.isinf(got[b]).sum() == model.cfg.vocab_size - 2 and torch.equal(got[b][[3, 5]], want[[3, 5]])
         else:
             assert torch.equal(got[b], want)
+
+
+@needs_kernel
+def test_a_step_is_the_same_bits_on_one_thread_and_on_two():
+    """The server sets the thread count per request from the cores free then (threads.py): the same
+    step on one thread and on two must agree bit for bit, past a cache long enough that attention
+    splits across threads (300 rows), or the same suggestion asked twice can differ on a near-tie."""
+    model = _quantized_model()
+    ids = torch.randint(0, 256, (301,), generator=torch.Generator().manual_seed(6))
+    kv = KVBuffer.empty(model.cfg, 320)
+    model.forward(ids[:300], torch.arange(300), kv)
+    was = torch.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            copy = KVBuffer.empty(model.cfg, 320)
+            copy.k.copy_(kv.k)
+            copy.v.copy_(kv.v)
+            outs.append(model.fused_step(int(ids[300]), 300, 300, copy))
+    finally:
+        torch.set_num_threads(was)
+    assert torch.equal(outs[0], outs[1])
