@@ -123,6 +123,14 @@ def service_args(p: argparse.ArgumentParser) -> None:
         help="answer typing the beginning of the session's last suggestion with its rest, without a model call",
     )
     p.add_argument(
+        "--first-window-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a key at a place whose prompt is not cached is answered from a short window (N tokens of prefix) "
+        "while the full one prefills behind it (0: off)",
+    )
+    p.add_argument(
         "--request-log",
         default=None,
         metavar="FILE",
@@ -222,6 +230,7 @@ def service_config(a):
             request_timeout_s=getattr(a, "request_timeout_s", None),
             type_through=getattr(a, "type_through", "on") == "on",
             request_log=getattr(a, "request_log", None),
+            first_window_tokens=getattr(a, "first_window_tokens", 0),
         )
     except ValueError as e:
         raise UserError(str(e)) from None

@@ -151,6 +151,20 @@ class BlockTree:
             break
         return path, pos
 
+    def peek(self, user_id: str, tokens: tuple[int, ...]) -> int:
+        """How many leading `tokens` this user's tree holds, changing nothing (no LRU touch, no
+        pin expiry). Safe to call beside the thread that inserts: it walks copies of the child
+        lists, so at worst it reads a tree a moment old."""
+        node, pos, bs = self._roots.get(user_id), 0, self.block_size
+        while node is not None and pos < len(tokens):
+            want = tokens[pos : pos + bs]
+            child = node.children.get(want) if len(want) == bs else None
+            if child is not None:
+                pos, node = pos + bs, child
+                continue
+            return pos + max((common_prefix(c.tokens, want) for c in list(node.children.values())), default=0)
+        return pos
+
     def match(self, user_id: str, tokens: tuple[int, ...]) -> MatchResult:
         """Longest cached prefix of `tokens` in this user's tree (and marks it recently used)."""
         self._expire_pins()

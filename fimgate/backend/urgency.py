@@ -15,6 +15,9 @@ from __future__ import annotations
 from fimgate.backend.base import FimPlan
 
 WARMUP_YIELD_S = 0.5
+# A prefill nobody waits on while the person is served another way (the service's first window):
+# it runs only when no one else has work, in small chunks, so a key never waits long behind it.
+BACKGROUND = float("inf")
 
 
 def is_warmup(plan: FimPlan) -> bool:

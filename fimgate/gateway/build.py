@@ -16,6 +16,7 @@ from fimgate.backend.model.registry import resolve_model
 from fimgate.efim.planner import EfimPlanner
 from fimgate.efim.templates import TEMPLATES, template_for_model
 from fimgate.efim.window import WindowConfig
+from fimgate.gateway.first_window import FirstWindow, short_window
 from fimgate.gateway.request_log import RequestLog
 from fimgate.gateway.service import CompletionService
 
@@ -38,12 +39,15 @@ class ServiceConfig:
     request_timeout_s: float | None = None  # a request still queued or running then is cancelled
     type_through: bool = True  # gateway/type_through.py
     request_log: str | None = None  # a file: a JSON line per request (gateway/request_log.py)
+    first_window_tokens: int = 0  # gateway/first_window.py: its prefix budget; 0: off
 
     def __post_init__(self) -> None:
         if self.template is not None and self.template not in TEMPLATES:
             raise ValueError(f"unknown template {self.template!r}; known: {', '.join(TEMPLATES)}")
         if self.correction is not None and not 0 <= self.correction <= 1:
             raise ValueError(f"--correction is a share of the shifted tokens, in [0, 1], not {self.correction}")
+        if self.first_window_tokens < 0:
+            raise ValueError("--first-window-tokens must be >= 0 (0: off)")
         if self.vllm is not None and self.correction is not None:
             # vLLM cannot place KV at a shifted position: there the exact classes are all there is
             object.__setattr__(self, "correction", None)
@@ -66,6 +70,15 @@ def build_service(config: ServiceConfig = ServiceConfig()) -> CompletionService:
     template = TEMPLATES[config.template] if config.template else template_for_model(backend.model_name)
     planner = EfimPlanner(backend.tokenizer, template, config.window, recompute_share=config.correction)
     log = RequestLog(config.request_log) if config.request_log else None
+    first = None
+    if config.first_window_tokens and hasattr(backend, "uncached_tokens"):
+        window = short_window(config.first_window_tokens)
+        first = FirstWindow(backend, EfimPlanner(backend.tokenizer, template, window, recompute_share=config.correction))
     return CompletionService(
-        backend, planner, request_timeout_s=config.request_timeout_s, type_through=config.type_through, request_log=log
+        backend,
+        planner,
+        request_timeout_s=config.request_timeout_s,
+        type_through=config.type_through,
+        request_log=log,
+        first_window=first,
     )

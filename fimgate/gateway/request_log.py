@@ -10,8 +10,9 @@ log takes at most twice that.
     {"at": 1764641234.512, "session": "3f2a9c1b", "kind": "typing", "first_text_ms": 41.2,
      "end_ms": 160.4, "chars": 23, "usage": {...UsageReport.as_dict()}}
 
-kind: "typing" (a keystroke's request), "warmup" (prefill only), "type_through" (answered from the
-session's last suggestion), "raw" (no editor shaping). A request whose stream was closed before
+kind: "typing" (a keystroke's request), "first_window" (one answered from a short window while the
+full one prefills: gateway/first_window.py), "warmup" (prefill only), "type_through" (answered from
+the session's last suggestion), "raw" (no editor shaping). A request whose stream was closed before
 it finished (the client went away) has "usage": null and "closed": true.
 """
 

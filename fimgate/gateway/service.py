@@ -12,6 +12,8 @@ the text an editor shows, for every front end (HTTP, LSP, `fimgate complete`, be
              stops there (CancelToken.enough) instead of running on to max_tokens
       type-through: a request whose text typed since the session's last suggestion is that
              suggestion's beginning gets its rest without a model call (gateway/type_through.py)
+      first window: a key at a place whose prompt is not cached yet is answered from a short
+             window while the full one prefills behind it (gateway/first_window.py)
 
 Per (user, document) session, a new request supersedes the one in flight: the old one's
 cancel token is set, so its generation stops before its next token and its stream ends
@@ -36,6 +38,7 @@ from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.postprocess import FENCED_LANGUAGES, StreamTidy, at_line_end, wants_multiline
 from fimgate.efim.postprocess import tidy as shown_at
+from fimgate.gateway.first_window import FirstWindow
 from fimgate.gateway.request_log import RequestLog
 from fimgate.gateway.type_through import TypeThrough
 
@@ -66,6 +69,7 @@ class CompletionService:
         stop_when_shown: bool = True,
         type_through: bool = True,
         request_log: RequestLog | None = None,
+        first_window: FirstWindow | None = None,
     ) -> None:
         self.backend = backend
         self.planner = planner
@@ -77,6 +81,7 @@ class CompletionService:
         self._inflight: dict[tuple[str, str], _InFlight] = {}
         self.type_through = TypeThrough() if type_through else None  # False: A/B only
         self.request_log = request_log  # gateway/request_log.py: a line per request, no text
+        self.first_window = first_window  # None: every key runs the full window
 
     @property
     def runner(self) -> MainThreadRunner | None:
@@ -129,6 +134,9 @@ class CompletionService:
                 return self._logged(quick, session, "type_through"), CancelToken()
             plan = self.planner.plan(state, sampling)
             warmup = is_warmup(plan)
+            full = plan
+            if typing and not warmup and self.first_window is not None:
+                plan = self.first_window.plan(session, state, sampling, plan)
             place = order_key(arrived, warmup)
             previous = self._inflight.get(session)
             if previous is not None:  # it keeps the place in line of what it supersedes, when earlier:
@@ -142,7 +150,7 @@ class CompletionService:
             events = _shown(events, tidy, job.cancel if self.stop_when_shown else None)
             if typing and self.type_through is not None:
                 events = _remembered(events, self.type_through, session, state, asked)
-        kind = "warmup" if warmup else "typing" if typing else "raw"
+        kind = "warmup" if warmup else "raw" if not typing else "typing" if plan is full else "first_window"
         return self._logged(events, session, kind), job.cancel
 
     def _logged(self, events: Iterator[StreamEvent], session: tuple[str, str], kind: str) -> Iterator[StreamEvent]:
@@ -153,6 +161,8 @@ class CompletionService:
         with self._lock:
             for job in self._inflight.values():
                 job.cancel.cancel()
+        if self.first_window is not None:
+            self.first_window.cancel_all()
 
     def _run(self, session, plan, job: _InFlight) -> Iterator[StreamEvent]:
         cancel = job.cancel

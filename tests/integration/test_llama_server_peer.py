@@ -39,6 +39,7 @@ def server(model):
 def test_llama_server_completes_llama_vscodes_request_and_the_emulation_builds_its_prompt(server, model):
     tok = load_tokenizer(model)
     peer = LlamaServerPeer(server, tok, "qwen2.5-coder-0.5b")
+    assert peer.context_tokens == 32768  # --ctx-size 0: Qwen2.5-Coder-0.5B's trained context, as its /props says
     strategy = InfillStrategy(peer, TEMPLATES["qwen2.5-coder"])
     state = EditorState("u", "fib.py", SOURCE, SOURCE.index("return \n") + len("return "), path="fib.py")
     sampling, _ = strategy.request(state, llama_vscode.sampling(llama_vscode.request_body(state.text, state.cursor)))

@@ -24,6 +24,19 @@ def test_match_is_token_granular_and_per_user():
     assert tree.num_user_blocks("alice") == 3 and tree.num_user_blocks("bob") == 0
 
 
+def test_peek_counts_what_match_would_and_leaves_the_lru_order_alone():
+    tree = BlockTree(num_blocks=3, block_size=4)
+    tree.insert("alice", seq(0, 4))
+    tree.insert("alice", seq(100, 4))
+    for probe in (seq(0, 10), seq(0, 2) + (7,), seq(100, 4), (5,)):
+        assert tree.peek("alice", probe) == tree.match("alice", probe).num_tokens
+    assert tree.peek("bob", seq(0, 4)) == 0  # another user's tree is never counted
+    tree.match("alice", seq(100, 4))
+    tree.peek("alice", seq(0, 4))  # a peek is not a use: the leaf used longest ago is still evicted first
+    tree.insert("alice", seq(200, 8))  # needs two blocks: evicts the least recently used
+    assert tree.match("alice", seq(0, 4)).num_tokens == 0 and tree.match("alice", seq(100, 4)).num_tokens == 4
+
+
 def test_partial_leaf_grows_in_place():
     tree = BlockTree(num_blocks=4, block_size=4)
     tree.insert("u", seq(0, 6))

@@ -237,6 +237,20 @@ class EmbeddedEngine:
         with self._lock:
             self.tree.unpin(receipt)
 
+    def uncached_tokens(self, plan: FimPlan) -> int:
+        """About how many of the plan's prompt tokens a request would compute now: those no idle
+        slot of the user nor the user's tree holds as a prefix, less the text its hints may move
+        into place (shifted reuse). Read without the scheduler's lock, so a moment old at worst."""
+        prompt = plan.prompt_ids
+        held = self.tree.peek(plan.user_id, prompt)
+        for s in list(self._slots):
+            if not s.busy and s.user_id == plan.user_id:
+                held = max(held, common_prefix(s.tokens, prompt))
+        moved = 0
+        if plan.recompute_share is not None:
+            moved = sum(min(h.num_tokens, len(prompt) - h.new_start) for h in plan.reuse_hints if h.new_start >= held)
+        return max(0, len(prompt) - held - moved)
+
     # -- generation ------------------------------------------------------------------------
     def generate(self, plan: FimPlan, cancel: CancelToken | None = None, priority: float | None = None) -> Iterator[StreamEvent]:
         """The request's events. It runs together with the others (scheduler.py); `priority`

@@ -12,7 +12,8 @@ iteration of the loop:
               alone in the step also runs its draft tokens (speculative decoding) as rows
     prefill   one chunk (PREFILL_CHUNK_TOKENS) of the most urgent PrefillWork, so a re-anchor
               or a warm-up never holds the others for longer than one chunk (a request alone
-              on the engine takes PREFILL_CHUNK_ALONE at a time)
+              on the engine takes PREFILL_CHUNK_ALONE at a time; a background one, whose
+              urgency is BACKGROUND, never: a key may come at any moment)
 
 Urgency is fimgate/backend/urgency.py's `order_key`: arrival time, a warm-up's as if it had
 arrived WARMUP_YIELD_S later, so typing that comes within that time prefills first, and a
@@ -37,6 +38,7 @@ from typing import Callable, ContextManager, Generator, Iterator, Protocol
 import torch
 
 from fimgate.backend.base import BackendUnavailableError, CancelToken, StreamEvent
+from fimgate.backend.urgency import BACKGROUND
 
 PREFILL_CHUNK_TOKENS = 64  # ~110 ms of prefill on the 2-core development machine
 PREFILL_CHUNK_ALONE = 256  # with nobody else to serve: fewer, larger products (64-token chunks cost +28% at 512)
@@ -216,7 +218,7 @@ class BatchScheduler:
                 self._advance(r, None)
             else:
                 w = r.work
-                alone = len(self._running) == 1 and not self._waiting
+                alone = len(self._running) == 1 and not self._waiting and r.priority != BACKGROUND
                 end = min(len(w.ids), w.done + (PREFILL_CHUNK_ALONE if alone else PREFILL_CHUNK_TOKENS))
                 try:
                     logits = self.compute.run_prefill(w, end)

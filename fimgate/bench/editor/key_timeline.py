@@ -61,13 +61,14 @@ def timeline(keys: list[dict], log: list[dict]) -> dict:
     per_key = [explain(k, log) for k in keys]
     why = {reason: sum(p.get("why_none") == reason for p in per_key) for reason in REASONS}
     asked = [p["asked_ms"] for p in per_key if p["asked_ms"] is not None]
-    model = [p for p in per_key if p.get("kind") == "typing"]
+    model = [p for p in per_key if p.get("kind") in ("typing", "first_window")]
     first = [p["first_text_ms"] for p in model if p["first_text_ms"] is not None]
     late = [p["prefilled"] for p in per_key if p.get("why_none") == "late" and p.get("prefilled") is not None]
     # keys whose ghost text had to come from the gateway (a request before the next key), shown in time
     from_model = [k["shown_ms"] for k, p in zip(keys, per_key) if p["requests"] and "why_none" not in p]
     return {
         "why_none": why,
+        "first_window_share": round(sum(p.get("kind") == "first_window" for p in per_key) / max(1, len(per_key)), 3),
         "asked_share": round(len(asked) / max(1, len(keys)), 3),  # keys that sent the gateway a request
         "asked_p50_ms": _median(asked),  # key -> the request arrives
         "type_through_share": round(sum(p.get("kind") == "type_through" for p in per_key) / max(1, len(keys)), 3),

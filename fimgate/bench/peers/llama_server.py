@@ -67,10 +67,18 @@ class LlamaServerPeer:
 
     def __init__(self, url: str, tokenizer, model_name: str, n_cmpl: int = 3) -> None:
         self.url, self.tokenizer, self.model_name, self.n_cmpl = url, tokenizer, model_name, n_cmpl
-        self.context_tokens = 32768
+        self._n_ctx: int | None = None
         self.bodies: dict[tuple[int, ...], dict] = {}  # emulated prompt -> the body (filled by InfillStrategy)
         self.agree = self.compared = 0
         self._http = httpx.Client(timeout=httpx.Timeout(600.0))
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The context llama-server runs with (its /props `n_ctx`; `--ctx-size 0`: the model's own)."""
+        if self._n_ctx is None:
+            props = self._http.get(self.url + "/props").json()
+            self._n_ctx = props.get("default_generation_settings", {}).get("n_ctx") or props.get("n_ctx")
+        return self._n_ctx
 
     def strategy(self, name: str, template):
         return InfillStrategy(self, template)

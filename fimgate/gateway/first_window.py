@@ -1,0 +1,93 @@
+"""The first window: a short prompt for the first keys at a place the cache does not hold yet.
+
+A person who jumps to a new place (another file, a click far away) types at once, and the anchor
+there - up to 1,024 tokens of prefix, 256 of suffix, other files' chunks - is seconds of prefill on
+a 2-core CPU: until it is done no key shows anything. Such a key is answered here from a short
+window around the cursor instead (`tokens` of prefix, a quarter of that of suffix, no other
+files: a few hundred milliseconds), while the full anchor prefills in the background
+(urgency.BACKGROUND: only when no key has work, in small chunks). The session's next keys take
+the short window's EFIM appends (its own session, in a second planner: one-token prefills)
+until that prefill is done; from then on the full anchor, as before.
+
+    fw = FirstWindow(backend, short_planner)
+    plan = fw.plan(session, state, sampling, full_plan)   # full_plan, or the short window's
+
+Only where the backend can tell what a prompt would cost now (`uncached_tokens`: the embedded
+engine); elsewhere the full plan always runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+
+from fimgate.backend.base import CancelToken, FimPlan, Finished, SamplingParams
+from fimgate.backend.urgency import BACKGROUND
+from fimgate.efim.planner import EditorState, EfimPlanner
+from fimgate.efim.window import WindowConfig
+
+COLD_TOKENS = 512  # a full prompt that would compute more than this is worth a first window
+MAX_SESSIONS = 4096  # sessions whose filled anchor is remembered (one tuple of ids each)
+
+
+def short_window(tokens: int) -> WindowConfig:
+    return WindowConfig(prefix_tokens=tokens, suffix_tokens=max(32, tokens // 4), context_chars=0)
+
+
+@dataclass
+class _Fill:
+    anchor: tuple[int, ...]
+    cancel: CancelToken
+
+
+class FirstWindow:
+    def __init__(self, backend, planner: EfimPlanner) -> None:
+        self.backend = backend
+        self.planner = planner  # the short window's: its own sessions
+        self._lock = threading.Lock()
+        self._fills: dict[tuple[str, str], _Fill] = {}  # session -> its full anchor prefilling
+        self._filled: dict[tuple[str, str], tuple[int, ...]] = {}  # session -> the anchor filled last
+        self.served = 0  # keys answered from a first window
+        self.started = 0  # background prefills started
+
+    def plan(self, session: tuple[str, str], state: EditorState, sampling: SamplingParams, full: FimPlan) -> FimPlan:
+        """The plan to run for this key: `full`, or the short window's while `full`'s anchor fills."""
+        anchor = full.prompt_ids[: full.pin_tokens] if full.pin_tokens else full.prompt_ids
+        with self._lock:
+            fill = self._fills.get(session)
+            if fill is not None and fill.anchor != anchor:  # the person moved on: that anchor is not wanted
+                fill.cancel.cancel()
+                del self._fills[session]
+                fill = None
+            if fill is None:
+                if self._filled.get(session) == anchor or self.backend.uncached_tokens(full) <= COLD_TOKENS:
+                    return full  # (an anchor filled once and evicted since is not filled again)
+                fill = self._fills[session] = _Fill(anchor, CancelToken())
+                self.started += 1
+                warm = replace(full, sampling=replace(full.sampling, max_tokens=0), prewarm=True)
+                threading.Thread(target=self._run, args=(session, fill, warm), daemon=True, name="first-window-fill").start()
+            self.served += 1
+        return self.planner.plan(state, sampling)
+
+    def _run(self, session: tuple[str, str], fill: _Fill, warm: FimPlan) -> None:
+        finished = False
+        try:
+            for ev in self.backend.generate(warm, fill.cancel, priority=BACKGROUND):
+                finished = isinstance(ev, Finished) and ev.usage.finish_reason != "cancelled"
+        except Exception:  # noqa: BLE001 - the keys still have the short window; the next one retries
+            finished = False
+        with self._lock:
+            if self._fills.get(session) is fill:
+                del self._fills[session]
+                if finished:
+                    self._filled[session] = fill.anchor
+                    while len(self._filled) > MAX_SESSIONS:
+                        del self._filled[next(iter(self._filled))]
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            for fill in self._fills.values():
+                fill.cancel.cancel()
+
+    def stats(self) -> dict:
+        return {"first_window_keys": self.served, "first_window_fills": self.started}

@@ -1,0 +1,46 @@
+"""The first window (gateway/first_window.py) on the real model: the first key at a place whose
+prompt is not cached is answered from a short window while the full one prefills in the
+background; once that is done, the next key is an EFIM append on the full anchor (a prefill of a
+token or two). Off, every key runs the full window."""
+
+import time
+from dataclasses import replace
+
+from fimgate.backend.base import SamplingParams
+from fimgate.efim.planner import EditorState, EfimPlanner
+from fimgate.efim.templates import TEMPLATES
+from fimgate.gateway.first_window import FirstWindow, short_window
+from fimgate.gateway.service import CompletionService
+
+TEXT = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(200))
+CURSOR = TEXT.index("return x + 120") + len("return ")
+
+
+def _service(engine, first_window: bool) -> CompletionService:
+    planner = EfimPlanner(engine.tokenizer, TEMPLATES["smollm2"])
+    fw = FirstWindow(engine, EfimPlanner(engine.tokenizer, TEMPLATES["smollm2"], short_window(128))) if first_window else None
+    return CompletionService(engine, planner, type_through=False, first_window=fw)
+
+
+def test_a_cold_place_is_answered_from_a_short_window_then_from_the_full_one(engine):
+    svc = _service(engine, True)
+    state = EditorState(user_id="fw", document_id="long.py", text=TEXT, cursor=CURSOR, path="long.py")
+    sampling = SamplingParams(max_tokens=8)
+    first = svc.complete(state, sampling)
+    assert first.usage.prompt_tokens < 300  # 128 of prefix, 32 of suffix and the template's tokens
+    assert svc.first_window.started == 1
+    deadline = time.monotonic() + 120
+    while svc.first_window._fills and time.monotonic() < deadline:  # the full anchor prefills behind it
+        time.sleep(0.05)
+    assert not svc.first_window._fills
+    typed = replace(state, text=TEXT[:CURSOR] + "x" + TEXT[CURSOR:], cursor=CURSOR + 1)
+    second = svc.complete(typed, sampling)
+    assert second.usage.prompt_tokens > 800  # the full window (~900 tokens)
+    assert second.usage.prefilled_tokens <= 4  # an EFIM append on the anchor the background prefilled
+    assert svc.first_window.served == 1
+
+
+def test_without_it_the_first_key_runs_the_full_window(engine):
+    svc = _service(engine, False)
+    state = EditorState(user_id="nofw", document_id="long.py", text=TEXT, cursor=CURSOR, path="long.py")
+    assert svc.complete(state, SamplingParams(max_tokens=8)).usage.prompt_tokens > 800
