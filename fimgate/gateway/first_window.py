@@ -18,7 +18,9 @@ engine); elsewhere the full plan always runs.
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from array import array
 from dataclasses import dataclass, replace
 
 from fimgate.backend.base import CancelToken, FimPlan, Finished, SamplingParams
@@ -27,16 +29,20 @@ from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.window import WindowConfig
 
 COLD_TOKENS = 512  # a full prompt that would compute more than this is worth a first window
-MAX_SESSIONS = 4096  # sessions whose filled anchor is remembered (one tuple of ids each)
+MAX_SESSIONS = 4096  # sessions whose filled anchor is remembered (a 16-byte digest each)
 
 
 def short_window(tokens: int) -> WindowConfig:
     return WindowConfig(prefix_tokens=tokens, suffix_tokens=max(32, tokens // 4), context_chars=0)
 
 
+def _digest(ids: tuple[int, ...]) -> bytes:
+    return hashlib.blake2b(array("q", ids).tobytes(), digest_size=16).digest()
+
+
 @dataclass
 class _Fill:
-    anchor: tuple[int, ...]
+    anchor: bytes  # the full anchor's digest
     cancel: CancelToken
 
 
@@ -46,13 +52,13 @@ class FirstWindow:
         self.planner = planner  # the short window's: its own sessions
         self._lock = threading.Lock()
         self._fills: dict[tuple[str, str], _Fill] = {}  # session -> its full anchor prefilling
-        self._filled: dict[tuple[str, str], tuple[int, ...]] = {}  # session -> the anchor filled last
+        self._filled: dict[tuple[str, str], bytes] = {}  # session -> the digest of the anchor filled last
         self.served = 0  # keys answered from a first window
         self.started = 0  # background prefills started
 
     def plan(self, session: tuple[str, str], state: EditorState, sampling: SamplingParams, full: FimPlan) -> FimPlan:
         """The plan to run for this key: `full`, or the short window's while `full`'s anchor fills."""
-        anchor = full.prompt_ids[: full.pin_tokens] if full.pin_tokens else full.prompt_ids
+        anchor = _digest(full.prompt_ids[: full.pin_tokens] if full.pin_tokens else full.prompt_ids)
         with self._lock:
             fill = self._fills.get(session)
             if fill is not None and fill.anchor != anchor:  # the person moved on: that anchor is not wanted
