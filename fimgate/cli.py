@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("complete", help="one completion at a character offset of a file")
     engine_args(s)
-    service_args(s)
+    service_args(s, first_window=False)
     backend_args(s)
     s.add_argument("--file", required=True)
     s.add_argument("--offset", type=int, default=None, help="code-point offset of the cursor (default: end of file)")

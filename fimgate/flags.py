@@ -104,9 +104,12 @@ def correction_share(value: str) -> float | str:
     return share
 
 
-def service_args(p: argparse.ArgumentParser) -> None:
-    """What the served path takes beyond the engine: serve, complete and lsp alike."""
+def service_args(p: argparse.ArgumentParser, first_window: bool = True) -> None:
+    """What the served path takes beyond the engine: serve, complete and lsp alike. `first_window`:
+    whether keys at a cold place are answered from a short window by default (serve and lsp: a person
+    typing; not `complete`, one request with no next key)."""
     from fimgate.gateway.build import CORRECTION_SHARE
+    from fimgate.gateway.first_window import TOKENS
 
     p.add_argument(
         "--correction",
@@ -125,10 +128,10 @@ def service_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--first-window-tokens",
         type=int,
-        default=0,
+        default=TOKENS if first_window else 0,
         metavar="N",
         help="a key at a place whose prompt is not cached is answered from a short window (N tokens of prefix) "
-        "while the full one prefills behind it (0: off)",
+        f"while the full one prefills behind it (default {TOKENS if first_window else 0}; 0: off)",
     )
     p.add_argument(
         "--request-log",

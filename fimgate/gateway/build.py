@@ -39,7 +39,7 @@ class ServiceConfig:
     request_timeout_s: float | None = None  # a request still queued or running then is cancelled
     type_through: bool = True  # gateway/type_through.py
     request_log: str | None = None  # a file: a JSON line per request (gateway/request_log.py)
-    first_window_tokens: int = 0  # gateway/first_window.py: its prefix budget; 0: off
+    first_window_tokens: int = 0  # gateway/first_window.py: its prefix budget; 0: off (serve, lsp: first_window.TOKENS)
 
     def __post_init__(self) -> None:
         if self.template is not None and self.template not in TEMPLATES:

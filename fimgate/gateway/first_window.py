@@ -28,6 +28,7 @@ from fimgate.backend.urgency import BACKGROUND
 from fimgate.efim.planner import EditorState, EfimPlanner
 from fimgate.efim.window import WindowConfig
 
+TOKENS = 128  # `fimgate serve` and `lsp`'s default prefix budget (an A/B in real VS Code: docs/benchmarks.md)
 COLD_TOKENS = 512  # a full prompt that would compute more than this is worth a first window
 MAX_SESSIONS = 4096  # sessions whose filled anchor is remembered (a 16-byte digest each)
 

@@ -44,3 +44,15 @@ def test_without_it_the_first_key_runs_the_full_window(engine):
     svc = _service(engine, False)
     state = EditorState(user_id="nofw", document_id="long.py", text=TEXT, cursor=CURSOR, path="long.py")
     assert svc.complete(state, SamplingParams(max_tokens=8)).usage.prompt_tokens > 800
+
+
+def test_it_is_on_where_a_person_types_and_off_for_one_request():
+    from fimgate.cli import build_parser
+    from fimgate.flags import service_config
+    from fimgate.gateway.first_window import TOKENS
+
+    parse = build_parser().parse_args
+    assert service_config(parse(["serve"])).first_window_tokens == TOKENS == 128
+    assert service_config(parse(["lsp"])).first_window_tokens == TOKENS
+    assert service_config(parse(["complete", "--file", "a.py"])).first_window_tokens == 0  # no next key to fill for
+    assert service_config(parse(["serve", "--first-window-tokens", "0"])).first_window_tokens == 0
