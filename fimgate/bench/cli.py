@@ -132,7 +132,12 @@ def add_parsers(b) -> None:
         "quality", help="HumanEval infilling, or holes from a repository's history (--dataset repo): quality per strategy"
     )
     engine_args(s)
-    s.add_argument("--dataset", choices=["single-line", "multi-line", "repo"], default="single-line")
+    s.add_argument(
+        "--dataset",
+        choices=["single-line", "multi-line", "mid-line", "repo"],
+        default="single-line",
+        help="HumanEval infilling; mid-line: its single-line holes with the line half typed (the hole starts mid-line)",
+    )
     s.add_argument("--limit", type=int, default=None, help="problems, spread evenly over the set (repo: holes, default 30)")
     s.add_argument(
         "--strategies",
@@ -206,6 +211,9 @@ def add_parsers(b) -> None:
     s.add_argument("paths", nargs="+", help="source files or folders (searched for known languages)")
     s.add_argument("--per-language", type=int, default=30, help="holes per language and kind")
     s.add_argument("--max-tokens", type=int, default=48)
+    s.add_argument(
+        "--kinds", default="end-of-line,blank-line,next-line", help="hole kinds to run (the same holes are picked either way)"
+    )
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_shape)
 

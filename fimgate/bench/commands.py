@@ -301,8 +301,19 @@ def cmd_bench_shape(a) -> int:
     if not files:
         raise UserError("no source files of a known language under " + ", ".join(a.paths))
     a.correction, a.backend = None, "embedded"
-    result = run(load_service(a), files, a.per_language, a.max_tokens, progress=lambda m: print(m, file=sys.stderr))
-    print(json.dumps(result, indent=2))
+    from fimgate.bench.quality.shape import KINDS
+
+    kinds = tuple(k.strip() for k in a.kinds.split(",") if k.strip())
+    if not kinds or set(kinds) - set(KINDS):
+        raise UserError(f"--kinds: one or more of {', '.join(KINDS)}")
+    result = run(
+        load_service(a), files, a.per_language, a.max_tokens, progress=lambda m: print(m[:300], file=sys.stderr), kinds=kinds
+    )
+    summary = {
+        lang: {kind: {k: v for k, v in c.items() if k != "per_hole"} for kind, c in by_kind.items()}
+        for lang, by_kind in result["results"].items()
+    }
+    print(json.dumps(summary, indent=2))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
@@ -411,6 +422,8 @@ def cmd_bench_quality(a) -> int:
     a.strategies = a.strategies or "no-cache,efim"
     strategies = checked_strategies(a)
     check_peer_strategies(a, strategies)
+    if "served" in strategies and a.perturb:
+        raise UserError("the served row is a cold request as serve gets it: run it without --perturb")
     b = argparse.Namespace(
         **{
             **vars(a),
@@ -437,7 +450,7 @@ def cmd_bench_quality(a) -> int:
             tmpl,
             problems,
             names,
-            single_line=a.dataset == "single-line",
+            single_line=a.dataset in ("single-line", "mid-line"),
             max_tokens=a.max_tokens,
             perturb=a.perturb,
             keep_completions=True,
@@ -463,9 +476,10 @@ def cmd_bench_quality(a) -> int:
     elif peer_results:
         result = {"fimgate": result}
     result.update(peer_results)
-    for per_strategy in result.values() if compared or peer_results else [result]:
-        for row in per_strategy.values():
-            row.pop("completions", None)
+    completions = {}  # kept in --json's file (hole by hole), not printed
+    for label, per_strategy in result.items() if compared or peer_results else [("", result)]:
+        for name, row in per_strategy.items():
+            completions[f"{label}/{name}" if label else name] = row.pop("completions", None)
     result["settings"] = {
         "dataset": a.dataset,
         "problems": len(problems),
@@ -479,13 +493,16 @@ def cmd_bench_quality(a) -> int:
         "step_dtype": a.step_dtype,
         "compare_step_dtype": a.compare_step_dtype,
     }
-    emit(result, a.json)
+    emit(result, None)
+    if a.json:
+        emit({**result, "completions": completions}, a.json, quiet=True)
     return 0
 
 
-def emit(result: dict, path: str | None) -> None:
+def emit(result: dict, path: str | None, quiet: bool = False) -> None:
     text = json.dumps(result, indent=2)
-    print(text)
+    if not quiet:
+        print(text)
     if path:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text + "\n")

@@ -38,6 +38,12 @@ from fimgate.efim.templates import ContextChunk, FimTemplate, Segment
 from fimgate.efim.window import WindowConfig, cut_window
 
 MIN_HINT_TOKENS = 8
+# A new anchor mid-line: the cursor's line, up to this many characters, goes after <MID> (see
+# line_after_middle). With the partial word at the end of P, before <SUF>, a FIM model cannot be
+# healed there and often re-spells it (`for x in e` -> ` enumerate(...)`); after <MID> it is
+# text the model continues, as on every later key of the line. Qwen2.5-Coder-0.5B, 500 HumanEval
+# holes begun mid-line: docs/benchmarks.md (bench quality --dataset mid-line).
+TYPED_LINE_CHARS = 80  # x 3 tokens a character at worst: within WindowConfig.inc_tokens
 HINT_SESSIONS = 4  # the user's other sessions searched for reuse hints on a re-anchor or a cold start
 EARLIER_PROMPTS = 2  # the session's own prompts before its last anchors, searched after its last prompt
 NAMELESS = "nameless:"  # document ids the planner gives requests that name no file
@@ -67,7 +73,7 @@ class EditorState:
 @dataclass
 class _Session:
     prefix_start: int
-    prefix: str  # P: text[prefix_start : anchor cursor]
+    prefix: str  # P: text[prefix_start : anchor cut] (the cursor, or its line's start: line_after_middle)
     suffix: str  # S: text[anchor cursor : suffix end]
     fixed_ids: tuple[int, ...]
     open_tail: str  # open text after its last stable split; inc is appended to it
@@ -107,11 +113,15 @@ class EfimPlanner:
         recompute_share: float | None = None,
         hint_sessions: int = HINT_SESSIONS,
         max_bytes: int = MAX_SESSION_BYTES,
+        line_after_middle: bool = True,
     ) -> None:
         """recompute_share: suffix-KV correction on re-anchors (FimPlan.recompute_share): None,
         exact classes only; 0, shifted keys re-rotated only; s > 0, s of them recomputed too.
         hint_sessions: how many of the user's other sessions hints may come from (0: only the
-        session's own previous prompt)."""
+        session's own previous prompt). line_after_middle: a new anchor of a <PRE> P <SUF> S <MID>
+        template ends P at the start of the cursor's line, and the line's text before the cursor
+        goes after <MID>, healed (TYPED_LINE); False: P ends at the cursor (the plain FIM prompt)."""
+        self.line_after_middle = line_after_middle and template.layout == "psm"
         self.tok = tokenizer
         self.recompute_share = recompute_share
         self.hint_sessions = hint_sessions
@@ -151,7 +161,7 @@ class EfimPlanner:
         if dyn is None:
             prev = s
             s = self._anchor(state, prev)
-            dyn = tokenize_fragment(self.tok, s.open_tail)
+            dyn = tokenize_fragment(self.tok, s.open_tail + state.text[s.prefix_start + len(s.prefix) : state.cursor])
             reuse = ReuseClass.REANCHOR if prev is not None and prev.last_prompt else ReuseClass.COLD
         prompt = s.fixed_ids + dyn.ids
         if reuse is not ReuseClass.EFIM_APPEND:
@@ -228,7 +238,12 @@ class EfimPlanner:
 
     def _anchor(self, state: EditorState, old: _Session | None) -> _Session:
         w = cut_window(state.text, state.cursor, self.tok, self.window)
-        prefix, suffix = state.text[w.prefix_start : w.cursor], state.text[w.cursor : w.suffix_end]
+        cut = w.cursor
+        if self.line_after_middle:
+            line_start = max(w.prefix_start, state.text.rfind("\n", 0, w.cursor) + 1)
+            if 0 < w.cursor - line_start <= TYPED_LINE_CHARS and state.text[line_start : w.cursor].strip():
+                cut = line_start  # the line's typed text is the first inc: after <MID>, healed
+        prefix, suffix = state.text[w.prefix_start : cut], state.text[w.cursor : w.suffix_end]
         context = self.chunk_order.arrange(state.user_id, fit_context(state.context, self.window.context_chars))
         segs, open_text = self.template.render(prefix, suffix, path=state.path, context=context)
         head = tokenize_fragment(self.tok, open_text)

@@ -7,7 +7,7 @@
 - At the end of a line of code (a person finished it: the next line is what is missing), a
   suggestion whose first line is empty is the newline and the next line - with its block, when
   that line opens one - as editors show it (llama.vscode, Copilot's single-line mode); dropped
-  when it only repeats the file's next non-empty lines.
+  when it only repeats the file's next non-empty lines (indentation included).
 - What is not code ends a suggestion: a chat or FIM marker written as text (`<|im_end|>`, ...)
   and a Markdown fence at a line's start (an Instruct model's "```" and prose after the code);
   fences stay in Markdown files.
@@ -192,9 +192,10 @@ def tidy(
 
 
 def _repeats_next_lines(out: str, suffix: str) -> bool:
-    """The suggestion's lines of text are the file's next non-empty lines."""
-    mine = [line.strip() for line in out.split("\n") if line.strip()]
-    theirs = [line.strip() for line in suffix.split("\n")[1:] if line.strip()][: len(mine)]
+    """The suggestion's lines of text are the file's next non-empty lines, indentation included: a
+    closing `}` one level deeper than the `}` below it closes another block and is the missing line."""
+    mine = [line.rstrip() for line in out.split("\n") if line.strip()]
+    theirs = [line.rstrip() for line in suffix.split("\n")[1:] if line.strip()][: len(mine)]
     return mine == theirs
 
 

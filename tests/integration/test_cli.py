@@ -118,6 +118,7 @@ def test_an_unknown_model_name_is_one_line_naming_the_known_ones():
             "add one of them to --strategies",
         ),
         (["bench", "quality", "--compare-dtype", "auto"], "precision already measured"),
+        (["bench", "quality", "--strategies", "no-cache,served", "--perturb", "edit-above"], "cold request"),
         (["bench", "replay", "x.jsonl", "--dump-outcomes", "/nonexistent/dir/out.jsonl"], "--dump-outcomes"),
     ],
 )

@@ -73,6 +73,15 @@ def test_a_next_line_the_file_already_has_is_not_suggested():
     assert tidy("\n    return y * 2\n", text, len(prefix)) == "\n    return y * 2"
 
 
+def test_a_closing_bracket_deeper_than_the_one_below_is_the_missing_line():
+    """`}` at 8 spaces before `}` at 4 closes the inner block: it is what is missing, not a repeat
+    (llama.vscode's statusbar.ts; TypeScript's next-line holes lost these)."""
+    prefix = "class A {\n    f() {\n        if (x) {\n            y();"
+    text = prefix + "\n    }\n}\n"
+    assert tidy("\n        }\n    }\n", text, len(prefix)) == "\n        }"
+    assert tidy("\n    }\n}\n", text, len(prefix)) == ""  # the file's next lines, as they are
+
+
 def test_fences_chat_markers_and_prose_never_reach_the_editor():
     """llama-server's /infill answered "fib(n-1) + fib(n-2)\\n```\\n\\nThis code defines ..." on an
     Instruct model."""

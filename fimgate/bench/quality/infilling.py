@@ -2,7 +2,16 @@
 
 Every strategy asks the same engine for the same hole; they differ in how the prompt reached
 the cache:
-- no-cache: a cold prompt, full prefill (the reference every reuse class is measured against);
+- raw: the plain FIM prompt of the hole, cold (full prefill), the answer cut only as the set's
+  scorer cuts (single-line: the first line; multi-line: up to the suffix's first line), no
+  fimgate rules: the raw model;
+- no-cache: the cold prompt serve builds, full prefill (the reference every reuse class is
+  measured against); the same as raw unless the hole starts mid-line, where the line's typed
+  text goes after <MID> (efim/planner.py: line_after_middle);
+- served: what `fimgate serve` shows at its defaults. The hole as an editor holds it (an empty
+  line where the missing lines go, the cursor at its start), a cold request through the
+  CompletionService serve runs: its single-/multi-line decision, stops and clean-up
+  (efim/postprocess.py); the shown text is inserted as it is;
 - efim (and the shifted strategies, unperturbed): the person typed the last lines before the
   hole since the session was anchored, so the request is an EFIM append served from the cache;
 - `--perturb edit-above`: the problem's file is cached first, then a line is inserted halfway
@@ -19,11 +28,13 @@ import sys
 import time
 
 from fimgate.backend.base import Finished, SamplingParams, last_finished
+from fimgate.bench.common.paired import paired_difference
 from fimgate.bench.common.similarity import edit_similarity
 from fimgate.bench.quality.sandbox import run_program
 from fimgate.bench.replay.strategies import Strategy
 from fimgate.bench.workloads.humaneval import Problem
 from fimgate.efim.planner import EditorState
+from fimgate.gateway.service import CompletionService
 
 TYPED_LINES = 2  # efim: how many lines before the hole were typed after the anchor
 PERTURBATIONS = (None, "edit-above")
@@ -54,13 +65,15 @@ def edit_above(problem: Problem) -> Problem:
 def complete(
     engine, strategy: Strategy, problem: Problem, single_line: bool, max_tokens: int, perturb: str | None = None
 ) -> tuple[str, Finished, Problem]:
+    if strategy.kind == "served":
+        return served(engine, strategy, problem, max_tokens, perturb)
     sampling = SamplingParams(max_tokens=max_tokens, stop=("\n",) if single_line else ("\n\n\n", "\ndef ", "\nif __name__"))
     warm_sampling = SamplingParams(max_tokens=0)
     user, doc = f"q{next(_users)}", problem.task_id
     asked = problem
     if perturb == "edit-above":
         asked = edit_above(problem)
-        if strategy.kind != "no-cache":  # the unedited file was cached first
+        if strategy.kind not in ("no-cache", "raw"):  # the unedited file was cached first
             last_finished(
                 engine.generate(
                     strategy.plan(
@@ -70,7 +83,7 @@ def complete(
             )
     elif perturb is not None:
         raise ValueError(f"unknown perturbation {perturb!r}; known: edit-above")
-    elif strategy.kind not in ("no-cache", "psm-prefix"):
+    elif strategy.kind not in ("no-cache", "raw", "psm-prefix"):
         start = len(problem.prompt)
         for _ in range(TYPED_LINES + 1):
             start = problem.prompt.rfind("\n", 0, max(0, start - 1)) + 1
@@ -83,6 +96,19 @@ def complete(
     text = asked.prompt + asked.suffix
     final = last_finished(engine.generate(strategy.plan(user, EditorState(user, doc, text, len(asked.prompt)), sampling)))
     return _cut(final.text, asked, single_line), final, asked
+
+
+def served(engine, strategy: Strategy, problem: Problem, max_tokens: int, perturb: str | None) -> tuple[str, Finished, Problem]:
+    """What serve shows for the hole, and the text to put in it (the shown text and the empty
+    line's newline)."""
+    if perturb is not None:
+        raise ValueError("the served row is a cold request: run it without --perturb")
+    if getattr(strategy, "service", None) is None:
+        strategy.service = CompletionService(engine, strategy.planner)
+    text = problem.prompt + "\n" + problem.suffix
+    state = EditorState(f"q{next(_users)}", problem.task_id, text, len(problem.prompt), path="problem.py")
+    final = last_finished(strategy.service.start(state, SamplingParams(max_tokens=max_tokens))[0])
+    return final.text + "\n", final, problem
 
 
 def run_quality(
@@ -133,12 +159,21 @@ def run_quality(
             "seconds": round(time.time() - t0, 1),
         }
         result[name]["_completions"] = [r["completion"] for r in rows]
-    base = result[strategies[0]]["_completions"]
+        result[name]["_scores"] = {k: [100.0 * float(r[k]) for r in rows] for k in ("passed", "exact")}
+        result[name]["_scores"]["similarity"] = [float(r["similarity"]) for r in rows]
+    first = strategies[0]
+    base = result[first]["_completions"]
     for s in strategies:
         comp = result[s].pop("_completions")
-        result[s][f"same_completion_as_{strategies[0]}"] = same_share(comp, base)
+        result[s][f"same_completion_as_{first}"] = same_share(comp, base)
+        if s != first:  # hole by hole against the first row, with a 95% bootstrap interval
+            for key, label in (("passed", "pass@1"), ("exact", "exact_match"), ("similarity", "edit_similarity")):
+                diff = paired_difference(result[s]["_scores"][key], result[first]["_scores"][key])
+                result[s][f"{label}_minus_{first}"] = diff
         if keep_completions:
             result[s]["completions"] = comp
+    for s in strategies:
+        result[s].pop("_scores")
     return result
 
 

@@ -40,12 +40,22 @@ COMMENTS = ("#", "//", "*", "/*")
 
 @dataclass(frozen=True)
 class Hole:
+    """A cut of `source` (shared by every hole of a file, not copied: a 400 KB header has ten
+    thousand of them): source[:head] + middle + source[tail:], the cursor in it."""
+
     path: str
-    text: str
+    source: str
+    head: int
+    middle: str
+    tail: int
     cursor: int
     opener_indent: int
     kind: str
     expected: str = ""  # next-line: the removed line, stripped
+
+    @property
+    def text(self) -> str:
+        return self.source[: self.head] + self.middle + self.source[self.tail :]
 
 
 def _indent(line: str) -> int:
@@ -56,16 +66,26 @@ def first_text_line(text: str) -> str:
     return next((line.strip() for line in text.split("\n") if line.strip()), "")
 
 
+def _starts(lines: list[str]) -> list[int]:
+    """Each line's offset in "\n".join(lines), and one past the end."""
+    out, at = [], 0
+    for line in lines:
+        out.append(at)
+        at += len(line) + 1
+    return out + [at - 1]
+
+
 def next_line_holes(path: str, text: str) -> list[Hole]:
     lines = text.split("\n")
+    start = _starts(lines)
     out = []
     for i, (line, nxt) in enumerate(zip(lines[:-2], lines[1:-1])):
         if not line.strip() or not nxt.strip() or line.rstrip().endswith(OPENERS):
             continue
         if line.lstrip().startswith(COMMENTS) or nxt.lstrip().startswith(COMMENTS):
             continue
-        before = "\n".join(lines[: i + 1]).rstrip(" \t")
-        out.append(Hole(path, before + "\n" + "\n".join(lines[i + 2 :]), len(before), _indent(line), "next-line", nxt.strip()))
+        head = start[i] + len(line.rstrip(" \t"))
+        out.append(Hole(path, text, head, "\n", start[i + 2], head, _indent(line), "next-line", nxt.strip()))
     return out
 
 
@@ -73,6 +93,7 @@ def holes_in(path: str, text: str, kind: str) -> list[Hole]:
     if kind == "next-line":
         return next_line_holes(path, text)
     lines = text.split("\n")
+    start = _starts(lines)
     out = []
     for i, line in enumerate(lines[:-1]):
         if not line.strip() or not line.rstrip().endswith(OPENERS[:2]) or line.lstrip().startswith(COMMENTS):
@@ -82,12 +103,12 @@ def holes_in(path: str, text: str, kind: str) -> list[Hole]:
             body_end += 1
         if body_end == i + 1:
             continue  # not a block here
-        before = "\n".join(lines[:i]) + ("\n" if i else "") + line.rstrip()
-        after = "\n".join(lines[body_end:])
+        head = start[i] + len(line.rstrip())
+        tail = min(start[body_end], len(text))
         if kind == "end-of-line":
-            out.append(Hole(path, before + "\n" + after, len(before), _indent(line), kind))
+            out.append(Hole(path, text, head, "\n", tail, head, _indent(line), kind))
         else:
-            out.append(Hole(path, before + "\n\n" + after, len(before) + 1, _indent(line), kind))
+            out.append(Hole(path, text, head, "\n\n", tail, head + 1, _indent(line), kind))
     return out
 
 
@@ -108,8 +129,17 @@ def in_scope(shown: str, hole: Hole) -> bool:
     return all(_indent(line) > hole.opener_indent for line in shown.split("\n")[1:] if line.strip())
 
 
-def run(service, files: list[str], per_language: int = 30, max_tokens: int = 48, seed: int = 0, progress=print) -> dict:
-    """service: a CompletionService (its backend and planner run the holes, raw)."""
+def run(
+    service,
+    files: list[str],
+    per_language: int = 30,
+    max_tokens: int = 48,
+    seed: int = 0,
+    progress=print,
+    kinds: tuple[str, ...] = KINDS,
+) -> dict:
+    """service: a CompletionService (its backend and planner run the holes, raw). Holes are picked
+    for every kind, then only `kinds` run, so a kind's holes do not depend on which others run."""
     from fimgate.gateway.service import Shape
 
     rng = random.Random(seed)
@@ -126,18 +156,25 @@ def run(service, files: list[str], per_language: int = 30, max_tokens: int = 48,
             for kind in KINDS
         }
         for kind, chosen in picked.items():
+            if kind not in kinds:
+                continue
             counts = {
                 "holes": len(chosen),
                 "before": {"non_empty": 0, "multi": 0, "in_scope": 0, "first_line_exact": 0},
                 "after": {"non_empty": 0, "multi": 0, "in_scope": 0, "first_line_exact": 0},
                 "raw": {"first_line_exact": 0},
+                "per_hole": [],
             }
             for n, hole in enumerate(chosen):
                 state = EditorState(f"shape/{lang}/{kind}/{n}", "hole", hole.text, hole.cursor, path=Path(hole.path).name)
                 final = last_finished(service.start(state, SamplingParams(max_tokens=max_tokens), Shape(raw=True))[0])
                 raw = final.text if final else ""
                 counts["raw"]["first_line_exact"] += bool(hole.expected) and first_text_line(raw) == hole.expected
-                for label, shown in (("before", _before_rules(raw, hole)), ("after", tidy(raw, hole.text, hole.cursor))):
+                shown_now = tidy(raw, hole.text, hole.cursor)
+                counts["per_hole"].append(
+                    {"path": hole.path, "cursor": hole.cursor, "expected": hole.expected, "raw": raw, "shown": shown_now}
+                )
+                for label, shown in (("before", _before_rules(raw, hole)), ("after", shown_now)):
                     c = counts[label]
                     c["non_empty"] += bool(shown.strip())
                     c["first_line_exact"] += bool(hole.expected) and first_text_line(shown) == hole.expected

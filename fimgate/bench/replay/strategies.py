@@ -1,10 +1,14 @@
 """How each benchmark strategy turns an editor request into a backend plan.
 
     no-cache    the prompt the planner would build cold, for a user seen once: full prefill
+    raw         no-cache with the plain FIM prompt: P ends at the cursor, even mid-line (the planner's
+                line_after_middle off): the raw model's reference in bench quality
     psm-prefix  llama.vscode-style window, PSM layout, exact prefix caching (vLLM/SGLang today)
     efim        the EFIM planner: anchor + increment, fragment healing
     shift-only  efim, and on re-anchor the engine reuses shifted KV with no recompute (llama.cpp cache_reuse)
     efim+correction  efim, and shifted KV is re-rotated and a budget of tokens recomputed
+    served      efim+correction at serve's default budget, named for bench quality's row of what
+                `fimgate serve` shows: the hole as an editor holds it, cold, through the CompletionService
     llama.vscode  what llama.vscode asks llama-server (fimgate/bench/peers/llama_vscode.py): its window,
                 llama-server's prompt, 128 tokens, n_indent and t_max_predict_ms, multi-line;
                 no request with more than 8 characters right of the cursor
@@ -28,7 +32,7 @@ from fimgate.efim.templates import FimTemplate
 from fimgate.efim.window import WindowConfig
 from fimgate.gateway.service import CompletionService, Shape
 
-ALL = ("no-cache", "psm-prefix", "shift-only", "efim", "efim+correction", "llama.vscode")
+ALL = ("no-cache", "raw", "psm-prefix", "shift-only", "efim", "efim+correction", "served", "llama.vscode")
 CORRECTION_BUDGET = 0.15  # "efim+correction:0.05" names another share of the shifted tokens
 
 
@@ -44,6 +48,8 @@ def parse(name: str) -> tuple[str, float | None]:
         if not 0 <= value <= 1:
             raise ValueError("a correction budget is a share of the shifted tokens, in [0, 1]")
         return base, value
+    if base == "served":
+        return base, CORRECTION_BUDGET
     return base, (0.0 if base == "shift-only" else None)
 
 
@@ -55,7 +61,14 @@ class Strategy:
         self.name = name
         self.tok = tok
         self.template = template
-        self.planner = EfimPlanner(tok, template, window, recompute_share=self.recompute_share, hint_sessions=hint_sessions)
+        self.planner = EfimPlanner(
+            tok,
+            template,
+            window,
+            recompute_share=self.recompute_share,
+            hint_sessions=hint_sessions,
+            line_after_middle=self.kind != "raw",
+        )
         self._fresh = itertools.count()
 
     def request(self, state: EditorState, sampling: SamplingParams) -> tuple[SamplingParams, Shape] | None:
@@ -71,7 +84,7 @@ class Strategy:
     def plan(self, user: str, state: EditorState, sampling: SamplingParams, body=None) -> FimPlan:
         """`body`: llama.vscode's request for `state`, where the caller made it (window_body)."""
         uid = f"{self.name}/{user}"
-        if self.kind == "no-cache":
+        if self.kind in ("no-cache", "raw"):
             n = next(self._fresh)
             p = self.planner.plan(replace(state, user_id=f"{uid}/{n}", document_id=f"{n}"), sampling)
             self.planner.forget(f"{uid}/{n}", f"{n}")

@@ -1,0 +1,33 @@
+"""bench quality's rows for the default-model quality table: what `serve` shows (the hole as an
+editor holds it, through the CompletionService) beside the raw model, hole by hole with paired
+intervals; and holes that start mid-line."""
+
+from fimgate.bench.quality.infilling import run_quality
+from fimgate.bench.workloads.humaneval import mid_line
+from fimgate.efim.postprocess import MARKERS
+from fimgate.efim.templates import TEMPLATES
+from tests.conftest import humaneval_or_skip
+
+
+def test_the_served_row_is_what_serve_shows_and_is_compared_hole_by_hole(engine):
+    problems = humaneval_or_skip("single-line", 6)
+    result = run_quality(
+        engine, TEMPLATES["smollm2"], problems, ["no-cache", "served"], single_line=True, max_tokens=24, keep_completions=True
+    )
+    served = result["served"]
+    for completion in served["completions"]:
+        shown = completion[:-1]  # the empty line's newline follows what is shown
+        assert completion.endswith("\n") and shown == shown.rstrip()
+        assert not any(m in shown for m in MARKERS) and "```" not in shown
+    for key in ("pass@1", "exact_match", "edit_similarity"):
+        diff = served[f"{key}_minus_no-cache"]
+        assert diff["ci95"][0] <= diff["mean"] <= diff["ci95"][1]
+    assert result["served"]["prefilled_tokens_mean"] > 100  # a cold request: the whole prompt prefilled
+
+
+def test_a_mid_line_hole_is_the_rest_of_a_half_typed_line():
+    (p,) = humaneval_or_skip("single-line", 1)
+    begun = mid_line(p)
+    assert begun.prompt + begun.canonical == p.prompt + p.canonical  # the same program when filled right
+    assert not begun.prompt.endswith("\n") and begun.prompt[len(p.prompt) :].strip()  # some of the line typed
+    assert begun.canonical.strip() and begun.canonical.endswith("\n")
