@@ -12,7 +12,8 @@
   and a Markdown fence at a line's start (an Instruct model's "```" and prose after the code);
   fences stay in Markdown files.
 - A multi-line completion stops where the enclosing block ends, by indentation (a block's body is
-  deeper than the line that opened it).
+  deeper than the line that opened it), and before a line that is the file's next line
+  (indentation included): the lines after it are the file's own.
 - Text that the document already has right after the cursor is dropped, not repeated.
 - Trailing whitespace is trimmed.
 Pure text in, text out.
@@ -141,6 +142,31 @@ def cut_at_block_end(completion: str, text: str, cursor: int, min_indent: int = 
     return "\n".join(kept)
 
 
+def _repeat_at(lines: list[str], text: str, cursor: int) -> int | None:
+    """The index of the first of `lines` (a multi-line suggestion, line 0 at the cursor) that is
+    the file's next non-empty line, indentation included, or None."""
+    after = text[cursor:].split("\n")[1:]
+    nxt = next((line.rstrip() for line in after if line.strip()), None)
+    if nxt is None:
+        return None
+    line_start = text.rfind("\n", 0, cursor) + 1
+    head = text[line_start:cursor]
+    for i, line in enumerate(lines):
+        full = line if i else (head + line if not head.strip() else None)
+        if full is not None and full.strip() and full.rstrip() == nxt:
+            return i
+    return None
+
+
+def before_repeat(out: str, text: str, cursor: int) -> str:
+    """A multi-line completion up to its line that is the file's next line: the model wrote the
+    missing lines and went on into the ones the file has (HumanEval single-line holes after a
+    block opener: the body's other lines came twice). Where nothing follows the cursor on its line."""
+    lines = out.split("\n")
+    i = _repeat_at(lines, text, cursor)
+    return out if i is None else "\n".join(lines[:i]).rstrip()
+
+
 def next_line(completion: str, min_indent: int = 0) -> str:
     """Of a completion that starts with a newline: up to and with its first line of text, and the
     block that line opens (its lines deeper than it), or "" while it has none."""
@@ -169,6 +195,8 @@ def tidy(
     if multiline is None:
         multiline = wants_multiline(text, cursor, language)
     completion = code_part(completion, fences)
+    if multiline and not _rest_and_next_line(text[cursor:])[0]:
+        completion = before_repeat(completion, text, cursor)
     first = completion.split("\n", 1)[0]
     eol = not multiline and not first.strip() and at_line_end(text, cursor)
     if multiline:
@@ -264,6 +292,8 @@ class StreamTidy:
                 return self._final_text()  # the line is complete
             line = raw.rstrip()
             return line[: len(line) - _begins(line, self.rest)].rstrip()
+        if not self.rest and _repeat_at(raw.split("\n")[:-1], self.doc, self.cursor) is not None:
+            return self._final_text()  # a whole line is the file's next one: the rest is cut
         kept = cut_at_block_end(raw, self.doc, self.cursor, self.min_indent)
         if len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept) :]:
             return self._final_text()  # the block ended

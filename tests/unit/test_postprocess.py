@@ -95,3 +95,17 @@ def test_fences_chat_markers_and_prose_never_reach_the_editor():
     # in Markdown a fence is what a person writes
     doc = "# Usage\n\n"
     assert tidy("```python\nimport fimgate\n```", doc, len(doc), multiline=True, fences=False).startswith("```python")
+
+
+def test_a_block_stops_before_the_lines_the_file_already_has():
+    """HumanEval single-line holes after a block opener: served showed the missing line and then
+    the body's other lines again (pass@1 below the raw model's first line)."""
+    prefix = "def xor(i, j):\n"
+    text = prefix + "\n            return '0'\n        return '1'\n"
+    raw = "        if i == j:\n            return '0'\n        return '1'\n"
+    assert tidy(raw, text, len(prefix), multiline=True) == "        if i == j:"
+    # an inner closing bracket deeper than the file's next `}` is not that line
+    prefix = "function f(a) {\n"
+    text = prefix + "\n}\n"
+    raw = "    if (a) {\n        g();\n    }\n    return a;\n}\n"
+    assert tidy(raw, text, len(prefix), multiline=True) == "    if (a) {\n        g();\n    }\n    return a;"
