@@ -142,15 +142,25 @@ def cut_at_block_end(completion: str, text: str, cursor: int, min_indent: int = 
     return "\n".join(kept)
 
 
-def _repeat_at(lines: list[str], text: str, cursor: int) -> int | None:
-    """The index of the first of `lines` (a multi-line suggestion, line 0 at the cursor) that is
-    the file's next non-empty line, indentation included, or None."""
-    after = text[cursor:].split("\n")[1:]
-    nxt = next((line.rstrip() for line in after if line.strip()), None)
+def _file_next_line(text: str, cursor: int) -> tuple[str | None, str]:
+    """The file's next non-empty line after the cursor's (indentation kept), or None; and the
+    cursor's line before the cursor."""
+    end = text.find("\n", cursor)
+    nxt = None
+    while end != -1:
+        start, end = end + 1, text.find("\n", end + 1)
+        line = text[start:] if end == -1 else text[start:end]
+        if line.strip():
+            nxt = line.rstrip()
+            break
+    return nxt, text[text.rfind("\n", 0, cursor) + 1 : cursor]
+
+
+def _repeat_at(lines: list[str], nxt: str | None, head: str) -> int | None:
+    """The index of the first of `lines` (a multi-line suggestion, line 0 at the cursor, after
+    `head`) that is the file's next non-empty line `nxt`, indentation included, or None."""
     if nxt is None:
         return None
-    line_start = text.rfind("\n", 0, cursor) + 1
-    head = text[line_start:cursor]
     for i, line in enumerate(lines):
         full = line if i else (head + line if not head.strip() else None)
         if full is not None and full.strip() and full.rstrip() == nxt:
@@ -163,7 +173,7 @@ def before_repeat(out: str, text: str, cursor: int) -> str:
     missing lines and went on into the ones the file has (HumanEval single-line holes after a
     block opener: the body's other lines came twice). Where nothing follows the cursor on its line."""
     lines = out.split("\n")
-    i = _repeat_at(lines, text, cursor)
+    i = _repeat_at(lines, *_file_next_line(text, cursor))
     return out if i is None else "\n".join(lines[:i]).rstrip()
 
 
@@ -245,6 +255,7 @@ class StreamTidy:
         self.suffix = text[cursor:]
         self.rest, self.next_line = _rest_and_next_line(self.suffix)  # what tidy() compares the end with
         self.eol = not multiline and at_line_end(text, cursor)
+        self.file_next = _file_next_line(text, cursor)  # what a multi-line suggestion stops before
         self.raw = ""
         self.sent = ""
         self._final = False  # nothing the model writes next can change what is shown
@@ -292,7 +303,7 @@ class StreamTidy:
                 return self._final_text()  # the line is complete
             line = raw.rstrip()
             return line[: len(line) - _begins(line, self.rest)].rstrip()
-        if not self.rest and _repeat_at(raw.split("\n")[:-1], self.doc, self.cursor) is not None:
+        if not self.rest and _repeat_at(raw.split("\n")[:-1], *self.file_next) is not None:
             return self._final_text()  # a whole line is the file's next one: the rest is cut
         kept = cut_at_block_end(raw, self.doc, self.cursor, self.min_indent)
         if len(kept) < len(raw.rstrip(" \t")) and "\n" in raw[len(kept) :]:
