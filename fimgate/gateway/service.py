@@ -36,7 +36,7 @@ from fimgate.backend.main_thread import MainThreadRunner
 from fimgate.backend.urgency import is_warmup, order_key
 from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState, EfimPlanner
-from fimgate.efim.postprocess import FENCED_LANGUAGES, StreamTidy, at_line_end, wants_multiline
+from fimgate.efim.postprocess import FENCED_LANGUAGES, StreamTidy, at_line_end, between_statements, wants_multiline
 from fimgate.efim.postprocess import tidy as shown_at
 from fimgate.gateway.first_window import FirstWindow
 from fimgate.gateway.request_log import RequestLog
@@ -104,13 +104,14 @@ class CompletionService:
         next key does the work the superseded one had begun."""
         arrived = time.monotonic()
         asked = sampling  # type-through compares what the client asked, not the stop the place adds
-        multiline = False
+        multiline = paragraph = False
         language = language_of(state.path, state.language)
         fences = language not in FENCED_LANGUAGES
         if not shape.raw and sampling.max_tokens > 0:
             multiline = shape.multiline
             if multiline is None:
                 multiline = wants_multiline(state.text, state.cursor, language)
+            paragraph = multiline and between_statements(state.text, state.cursor, language)
             # one line ends at its newline; at the end of a line of code the next line may come
             # (StreamTidy says when it is done, and decoding stops there)
             if not multiline and not at_line_end(state.text, state.cursor) and "\n" not in sampling.stop:
@@ -124,7 +125,8 @@ class CompletionService:
             if typing and self.type_through:
 
                 def here(rest: str) -> str:
-                    return shown_at(rest, state.text, state.cursor, multiline, min_indent=shape.min_indent or 0, fences=fences)
+                    cut = {"min_indent": shape.min_indent or 0, "fences": fences, "paragraph": paragraph}
+                    return shown_at(rest, state.text, state.cursor, multiline, **cut)
 
                 quick = self.type_through.answer(session, state, asked, here)
             if quick is not None:
@@ -146,7 +148,7 @@ class CompletionService:
             job = self._inflight[session] = _InFlight(CancelToken(deadline), place, warmup)
         events = self._run(session, plan, job)
         if not shape.raw:
-            tidy = StreamTidy(state.text, state.cursor, multiline, shape.min_indent or 0, fences)
+            tidy = StreamTidy(state.text, state.cursor, multiline, shape.min_indent or 0, fences, paragraph)
             events = _shown(events, tidy, job.cancel if self.stop_when_shown else None)
             if typing and self.type_through is not None:
                 events = _remembered(events, self.type_through, session, state, asked)

@@ -109,3 +109,49 @@ def test_a_block_stops_before_the_lines_the_file_already_has():
     text = prefix + "\n}\n"
     raw = "    if (a) {\n        g();\n    }\n    return a;\n}\n"
     assert tidy(raw, text, len(prefix), multiline=True) == "    if (a) {\n        g();\n    }\n    return a;"
+
+
+def test_between_statements_the_next_statements_show_up_to_an_empty_line():
+    """A person pressed Enter after a statement: the next statements that belong together, not one
+    line (HumanEval multi-line holes showed one line of several), and not the function's rest."""
+    prefix = "def f(xs):\n    total = 0\n    "
+    text = prefix + "\n    return total\n"
+    cursor = len(prefix)
+    assert wants_multiline(text, cursor) is True
+    raw = "for x in xs:\n        total += x\n\n    print(total)\n"
+    assert tidy(raw, text, cursor) == "for x in xs:\n        total += x"
+    # shallower than the suggestion's first line: the block it is in ended
+    assert tidy("total += 1\nprint(total)\n", text, cursor) == "total += 1"
+    # the file's next line ends it too
+    assert tidy("total = sum(xs)\n    return total\n", text, cursor) == "total = sum(xs)"
+
+
+def test_between_statements_at_the_start_of_a_blank_line_the_first_line_sets_the_depth():
+    """The cursor at column 0 of a blank line inside a function (an editor without auto-indent,
+    and the bench's served HumanEval holes): the block is the suggestion's first line's."""
+    prefix = "def f(xs):\n    total = 0\n"
+    text = prefix + "\n    return total\n"
+    raw = "    for x in xs:\n        total += x\nprint(f([1]))\n"
+    assert tidy(raw, text, len(prefix)) == "    for x in xs:\n        total += x"
+
+
+def test_a_body_after_an_opener_keeps_its_empty_lines():
+    """Not between statements: a block's body may hold an empty line."""
+    prefix = "def f(xs):\n    "
+    text = prefix + "\n\nprint(f([1]))\n"
+    raw = "total = 0\n\n    for x in xs:\n        total += x\n    return total\nprint("
+    assert tidy(raw, text, len(prefix)) == "total = 0\n\n    for x in xs:\n        total += x\n    return total"
+
+
+def test_between_statements_the_file_below_is_not_written_again():
+    """Where the file goes on below the blank line, a suggestion stops after its line that opens the
+    block the file's next line is the body of, and before its line that begins as the file's next
+    line does at its depth: the model writing again what the file has (HumanEval single-line holes)."""
+    prefix = "def f(s):\n    for c in s:\n"
+    text = prefix + "\n            depth += 1\n    return depth\n"
+    raw = "        if c == '(':\n            depth = max(depth, 1)\n        elif c == ')':\n"
+    assert tidy(raw, text, len(prefix)) == "        if c == '(':"
+    prefix = "def mean(xs):\n"
+    text = prefix + "\n    return total / len(xs)\n"
+    raw = "    total = sum(xs)\n    return total / max(1, len(xs))\n"
+    assert tidy(raw, text, len(prefix)) == "    total = sum(xs)"

@@ -21,6 +21,9 @@ DOCS = [
     ("def f(x):\n    if x:\n        ", "\n        return x\n"),  # a body whose last line may be the next
     ("x = compute(1)", "\n\nprint(x)\n"),  # the end of a line: the next line may come
     ("def f(x):\n    y = x + 1", "\n    return y\n"),  # ... and may only repeat the file's next line
+    ("def f(xs):\n    total = 0\n    ", "\n    return total\n"),  # between statements: up to an empty line
+    ("def f(xs):\n    total = 0\n", "\n    return total\n"),  # ... at column 0: the first line sets the depth
+    ("def f(x):\n    if x:\n", "\n            return y\n"),  # ... above a body the file has: up to its opener
 ]
 PIECES = [
     "r",
@@ -56,6 +59,9 @@ PIECES = [
     "<|endoftext|>",
     "    if y:",
     "    return y",
+    "    returned = 1",
+    "        if y:",
+    "\n    ret",
 ]
 
 
@@ -103,4 +109,8 @@ def test_the_first_words_show_as_soon_as_nothing_can_take_them_back():
     prefix, suffix = "def f(x):\n", "\n    return x\n"
     stream = StreamTidy(prefix + suffix, len(prefix), multiline=True)
     assert stream.feed("    x += 1\n    return") == "    x += 1"
-    assert stream.feed(" x + 1") == "\n    return x + 1"
+    assert stream.feed(" x + 1") == ""  # it begins as the file's next line does: the file's line, rewritten
+    assert stream.done and stream.finish("    x += 1\n    return x + 1") == ""
+    stream = StreamTidy(prefix + suffix, len(prefix), multiline=True)
+    assert stream.feed("    x += 1\n    ret") == "    x += 1"
+    assert stream.feed("ry(x)") == "\n    retry(x)"  # another word: not the file's line

@@ -1,9 +1,10 @@
 """Single- or multi-line from the syntax around the cursor, in the languages people use: in an
-empty block or an unclosed construct a body is wanted; mid-line, the rest of the line."""
+empty block or an unclosed construct a whole body is wanted (not only the next statements, as
+between two statements); mid-line, the rest of the line."""
 
 import pytest
 
-from fimgate.efim.postprocess import wants_multiline
+from fimgate.efim.postprocess import between_statements, wants_multiline
 from fimgate.efim.syntax import GRAMMARS, parser
 
 CURSOR = "|"
@@ -33,11 +34,12 @@ def test_every_listed_language_has_its_grammar(language):
 def test_an_empty_body_wants_lines_and_a_finished_statement_the_rest_of_its_line(language):
     body, mid = CASES[language]
     assert wants_multiline(*_split(body), language) is True
+    assert between_statements(*_split(body), language) is False  # a body, not a paragraph
     assert wants_multiline(*_split(mid), language) is False
 
 
 def test_a_brace_body_found_by_syntax_not_by_the_line_above():
     """The line above ends in a comment, not an opener: only the parse knows the block is empty."""
     text, cursor = _split("int f(void) { // the answer\n  |\n}\n")
-    assert wants_multiline(text, cursor, "c") is True
-    assert wants_multiline(text, cursor, "") is False  # no grammar: the text rules alone
+    assert between_statements(text, cursor, "c") is False
+    assert between_statements(text, cursor, "") is True  # no grammar: the text rules alone
