@@ -156,7 +156,7 @@ def cmd_lsp(a) -> int:
 
     runner = MainThreadRunner()  # the embedded engine computes on the main thread (fimgate/backend/main_thread.py)
     settings = LspSettings(gateway=a.gateway, model=a.model)
-    make = embedded_or_gateway(runner, build=lambda: load_service(a))
+    make = embedded_or_gateway(runner, build=lambda model: load_service(_with_model(a, model)))
     if a.tcp:
         host, _, port = a.tcp.rpartition(":")
         if not port.isdigit():
@@ -176,6 +176,14 @@ def cmd_lsp(a) -> int:
     protocol.start()
     runner.serve_forever(until=lambda: not protocol.is_alive())
     return 0
+
+
+def _with_model(a, model: str | None):
+    """The command's flags, with the model an editor's settings name (the engine flags kept; the
+    template found from that model unless it is the command's own)."""
+    if model is None or model == a.model:
+        return a
+    return argparse.Namespace(**{**vars(a), "model": model, "template": None})
 
 
 def _read_tokens(path: str) -> dict[str, str]:

@@ -3,7 +3,12 @@
 - Single- or multi-line, by context: at the end of a line that opens a block (`if x:`,
   `function f() {`), or at the start of an empty block (the line before ends with ":" or an
   opening bracket, or tree-sitter finds an empty block or an unclosed construct at the cursor:
-  efim/syntax.py) a whole body is wanted; mid-line, only the rest of the line.
+  efim/syntax.py) a whole body is wanted; mid-line, only the rest of the line; on a blank line
+  between statements, the next statements: up to the suggestion's first empty line and while
+  its lines are as deep as its first.
+- On a blank line with the file going on below, a suggestion stops before it writes the file's
+  next line again, differently: a line that begins as that one does (its first word) at its depth,
+  or, where that line is the body of a block the suggestion opens, a body line at its depth.
 - At the end of a line of code (a person finished it: the next line is what is missing), a
   suggestion whose first line is empty is the newline and the next line - with its block, when
   that line opens one - as editors show it (llama.vscode, Copilot's single-line mode); dropped

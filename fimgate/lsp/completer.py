@@ -81,10 +81,11 @@ class HttpCompleter:
 
 class EmbeddedCompleter:
     def __init__(self, model: str | None, runner=None, build=None) -> None:
-        """build: () -> CompletionService (the CLI's engine flags); else the `model` setting's."""
+        """build: model -> CompletionService (the CLI's engine flags, for the `model` setting: None
+        is the CLI's); without it, the `model` setting's with the defaults."""
         from fimgate.gateway.build import ServiceConfig, build_service
 
-        self.service = build() if build is not None and model is None else build_service(ServiceConfig(model=model))
+        self.service = build(model) if build is not None else build_service(ServiceConfig(model=model))
         self.service.runner = runner
 
     async def complete(

@@ -103,7 +103,7 @@ def served(engine, strategy: Strategy, problem: Problem, max_tokens: int, pertur
     line's newline)."""
     if perturb is not None:
         raise ValueError("the served row is a cold request: run it without --perturb")
-    if getattr(strategy, "service", None) is None:
+    if strategy.service is None:
         strategy.service = CompletionService(engine, strategy.planner)
     text = problem.prompt + "\n" + problem.suffix
     state = EditorState(f"q{next(_users)}", problem.task_id, text, len(problem.prompt), path="problem.py")

@@ -33,10 +33,11 @@ import time
 from fimgate.backend.base import SamplingParams, last_finished
 from fimgate.bench.common.paired import paired_difference
 from fimgate.bench.common.similarity import edit_similarity
-from fimgate.bench.replay.strategies import CORRECTION_BUDGET, Strategy
+from fimgate.bench.replay.strategies import Strategy
 from fimgate.bench.workloads.repo_holes import IDENT, RepoHole
 from fimgate.efim.planner import EditorState
 from fimgate.efim.templates import ContextChunk
+from fimgate.gateway.build import CORRECTION_SHARE
 
 ROWS = ("no-context", "context", "reuse-add", "reuse-add-visited", "reuse-drop", "reuse-reorder")
 CHANGES = ("add", "drop", "reorder")
@@ -51,7 +52,7 @@ def parse_row(name: str) -> tuple[str, float | None]:
         if share:
             raise ValueError(f"{base!r} is a full prefill; only reuse rows take a share")
         return base, None
-    value = float(share) if share else CORRECTION_BUDGET
+    value = float(share) if share else CORRECTION_SHARE
     if not 0 <= value <= 1:
         raise ValueError("a recompute share is in [0, 1]")
     return base, value

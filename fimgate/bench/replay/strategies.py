@@ -30,10 +30,10 @@ from fimgate.bench.replay.baseline import psm_prompt
 from fimgate.efim.planner import HINT_SESSIONS, EditorState, EfimPlanner
 from fimgate.efim.templates import FimTemplate
 from fimgate.efim.window import WindowConfig
+from fimgate.gateway.build import CORRECTION_SHARE  # served's; "efim+correction:0.05" names another share
 from fimgate.gateway.service import CompletionService, Shape
 
 ALL = ("no-cache", "raw", "psm-prefix", "shift-only", "efim", "efim+correction", "served", "llama.vscode")
-CORRECTION_BUDGET = 0.15  # "efim+correction:0.05" names another share of the shifted tokens
 
 
 def parse(name: str) -> tuple[str, float | None]:
@@ -44,12 +44,12 @@ def parse(name: str) -> tuple[str, float | None]:
     if share and base != "efim+correction":
         raise ValueError(f"only efim+correction takes a budget, not {base!r}")
     if base == "efim+correction":
-        value = float(share) if share else CORRECTION_BUDGET
+        value = float(share) if share else CORRECTION_SHARE
         if not 0 <= value <= 1:
             raise ValueError("a correction budget is a share of the shifted tokens, in [0, 1]")
         return base, value
     if base == "served":
-        return base, CORRECTION_BUDGET
+        return base, CORRECTION_SHARE
     return base, (0.0 if base == "shift-only" else None)
 
 
@@ -70,6 +70,7 @@ class Strategy:
             line_after_middle=self.kind != "raw",
         )
         self._fresh = itertools.count()
+        self.service: CompletionService | None = None  # served (bench quality): the service, made at first use
 
     def request(self, state: EditorState, sampling: SamplingParams) -> tuple[SamplingParams, Shape] | None:
         """What the strategy's client asks for the editor state `state` (None: it sends nothing);
