@@ -159,8 +159,8 @@ def cut_at_block_end(completion: str, text: str, cursor: int, min_indent: int = 
     that another line follows (an empty line still being written may yet get text)."""
     base = max(_body_indent(text, cursor), min_indent)
     lines = completion.split("\n")
+    nxt, head = _file_next_line(text, cursor)
     if paragraph:
-        head = text[text.rfind("\n", 0, cursor) + 1 : cursor]
         first = next((i for i, line in enumerate(lines) if line.strip()), None)
         if first is not None:
             base = max(base, _indent((head if first == 0 else "") + lines[first]))
@@ -173,7 +173,6 @@ def cut_at_block_end(completion: str, text: str, cursor: int, min_indent: int = 
             break
         seen_text = seen_text or bool(line.strip())
         kept.append(line)
-    nxt, head = _file_next_line(text, cursor)
     if _blank_line(text, cursor):
         kept = _before_the_file_below(kept, head, nxt)
     return "\n".join(kept)
@@ -213,20 +212,6 @@ def _before_the_file_below(lines: list[str], head: str, nxt: str | None) -> list
         if below_is_body and after_opener and _indent(line) >= depth:
             return lines[:i]
         after_opener = line.rstrip().endswith(OPENERS)
-    return lines
-    depth, word = _indent(nxt), _first_word(nxt)
-    full = [head + lines[0], *lines[1:]]
-    first = next((i for i, line in enumerate(full) if line.strip()), None)
-    if first is None:
-        return lines
-    below_is_body = depth > _indent(full[first])
-    for i, line in enumerate(full):
-        if not line.strip():
-            continue
-        if i and _indent(line) == depth and _first_word(line) == word:
-            return lines[:i]
-        if below_is_body and line.rstrip().endswith(OPENERS) and _indent(line) < depth:
-            return lines[: i + 1]
     return lines
 
 
