@@ -41,6 +41,8 @@ def _check(tok, index, whole: str, split: int) -> None:
     assert len(frag.heal) <= MAX_HEAL_CHARS
     if split - stable_split(tok, whole[:split]) > MAX_HEAL_CHARS:
         return  # a pre-token too long to heal whole (a row of dashes): cut inside it, not exact
+    if 0 < split and whole[split - 1] in " \t" and whole[split : split + 1] in (" ", "\t", ""):
+        return  # in a run of spaces that goes on (or ends the text): cut as if a word came next, not exact
     full = tok.encode(whole)
     assert tuple(full[: len(frag.ids)]) == frag.ids
     # the tokens the whole text continues with are allowed by the healing constraint
@@ -75,6 +77,22 @@ def test_newline_run_before_a_word_keeps_the_whole_text_cut(smol_tok):
     frag = tokenize_fragment(smol_tok, whole[: whole.index("class") + 1])
     assert frag.heal == "c"
     assert tuple(smol_tok.encode(whole)[: len(frag.ids)]) == frag.ids
+
+
+@pytest.mark.parametrize("indent", ["        ", "\t\t", "    "])
+def test_a_cursor_after_indentation_heals_the_space_a_word_takes(tok_index, indent):
+    """After Enter and the editor's auto-indent, the run of spaces minus the one the next word
+    takes is in the prompt, as the whole line will be tokenized: healing the run whole let
+    Qwen2.5-Coder spell it in single spaces and write nothing but spaces."""
+    tok, _ = tok_index
+    text = "    x = 1\n" + indent
+    frag = tokenize_fragment(tok, text)
+    for word in ("self.y", "if", "return", "#"):
+        whole = tok.encode(text + word)
+        assert tuple(whole[: len(frag.ids)]) == frag.ids
+    assert tok.decode(list(frag.ids)) + frag.heal == text
+    if indent.startswith(" "):  # (a tab is not a word's, in these pre-tokenizers: the run stays whole)
+        assert frag.heal == " "
 
 
 @pytest.mark.parametrize("text", ["x" * 256, "y = " + "ab" * 5000, "#" + "-" * 300, " " * 100])

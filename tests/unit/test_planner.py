@@ -36,8 +36,13 @@ def test_typing_is_an_efim_append_whose_prompt_extends_the_last(planner, smol_to
     text, cursor, plans = _type(planner, DOC, cursor, "\n\ndef perimeter(w, h):\n    return 2 * (w")
     assert all(p.reuse_class is ReuseClass.EFIM_APPEND for p in plans)
     prev = first
-    for p in plans:
-        assert p.prompt_ids[: len(prev.prompt_ids)] == prev.prompt_ids  # an exact prefix hit, every key
+    for i, p in enumerate(plans):
+        if text[: cursor - len(plans) + i + 1].endswith("  "):
+            # at a run of spaces the last is healed and the rest prompted (fragment.py), so a
+            # space typed there re-tokenizes the run: all but the prompt's last token are a hit
+            assert p.prompt_ids[: len(prev.prompt_ids) - 1] == prev.prompt_ids[:-1]
+        else:
+            assert p.prompt_ids[: len(prev.prompt_ids)] == prev.prompt_ids  # an exact prefix hit
         prev = p
     last = _prompt_text(smol_tok, plans[-1])
     assert last.endswith(text[:cursor][-40:])  # prompt + heal spell the text up to the cursor
