@@ -31,3 +31,17 @@ def test_a_mid_line_hole_is_the_rest_of_a_half_typed_line():
     assert begun.prompt + begun.canonical == p.prompt + p.canonical  # the same program when filled right
     assert not begun.prompt.endswith("\n") and begun.prompt[len(p.prompt) :].strip()  # some of the line typed
     assert begun.canonical.strip() and begun.canonical.endswith("\n")
+
+
+def test_the_type_through_row_types_half_of_the_suggestion_and_counts_its_answers(engine):
+    problems = humaneval_or_skip("single-line", 6)
+    result = run_quality(
+        engine, TEMPLATES["smollm2"], problems, ["served", "type-through"], single_line=True, max_tokens=24, keep_completions=True
+    )
+    tally = result["type-through"]["type_through"]
+    assert tally["typed"] >= 3  # most holes get a suggestion of 2+ characters to type into
+    assert 0 < tally["type_through"] <= tally["typed"]  # answered with the rest, no model call
+    assert tally["same_as_decoding_afresh"] <= tally["type_through"]
+    for made, through in zip(result["served"]["completions"], result["type-through"]["completions"]):
+        typed = made[: (len(made) - 1) // 2]  # the person typed the first half of what was shown
+        assert through.startswith(typed) and through.endswith("\n")

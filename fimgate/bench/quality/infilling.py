@@ -12,6 +12,11 @@ the cache:
   line where the missing lines go, the cursor at its start), a cold request through the
   CompletionService serve runs: its single-/multi-line decision, stops and clean-up
   (efim/postprocess.py); the shown text is inserted as it is;
+- type-through: served, then the person types the first half of what was shown and the same
+  service is asked there: type-through answers with the suggestion's rest (no model call) or,
+  where the new place asks for another shape, the model answers. The filling is the typed half
+  and that answer. Beside it, a service without type-through gets the same two requests, and the
+  row counts how many answers type-through gave and how many equal the model decoding afresh;
 - efim (and the shifted strategies, unperturbed): the person typed the last lines before the
   hole since the session was anchored, so the request is an EFIM append served from the cache;
 - `--perturb edit-above`: the problem's file is cached first, then a line is inserted halfway
@@ -26,6 +31,7 @@ import itertools
 import statistics
 import sys
 import time
+from dataclasses import replace
 
 from fimgate.backend.base import Finished, SamplingParams, last_finished
 from fimgate.bench.common.paired import paired_difference
@@ -67,6 +73,8 @@ def complete(
 ) -> tuple[str, Finished, Problem]:
     if strategy.kind == "served":
         return served(engine, strategy, problem, max_tokens, perturb)
+    if strategy.kind == "type-through":
+        return typed_through(engine, strategy, problem, max_tokens, perturb)
     sampling = SamplingParams(max_tokens=max_tokens, stop=("\n",) if single_line else ("\n\n\n", "\ndef ", "\nif __name__"))
     warm_sampling = SamplingParams(max_tokens=0)
     user, doc = f"q{next(_users)}", problem.task_id
@@ -109,6 +117,37 @@ def served(engine, strategy: Strategy, problem: Problem, max_tokens: int, pertur
     state = EditorState(f"q{next(_users)}", problem.task_id, text, len(problem.prompt), path="problem.py")
     final = last_finished(strategy.service.start(state, SamplingParams(max_tokens=max_tokens))[0])
     return final.text + "\n", final, problem
+
+
+def typed_through(
+    engine, strategy: Strategy, problem: Problem, max_tokens: int, perturb: str | None
+) -> tuple[str, Finished, Problem]:
+    """The served hole; the person types the first half of the suggestion and asks again. The
+    filling: the typed half, the answer and the empty line's newline. strategy.tally counts the
+    keys type-through answered and those identical to a service without it (decoding afresh)."""
+    if perturb is not None:
+        raise ValueError("the type-through row starts from a cold request: run it without --perturb")
+    if strategy.service is None:
+        strategy.service = CompletionService(engine, strategy.planner)
+        own = Strategy("served", strategy.tok, strategy.template).planner  # its own sessions
+        strategy.plain = CompletionService(engine, own, type_through=False)
+    text = problem.prompt + "\n" + problem.suffix
+    user = f"q{next(_users)}"
+    first = EditorState(user, problem.task_id, text, len(problem.prompt), path="problem.py")
+    sampling = SamplingParams(max_tokens=max_tokens)
+    made = last_finished(strategy.service.start(first, sampling)[0])
+    if len(made.text) < 2:
+        return made.text + "\n", made, problem
+    k = len(made.text) // 2
+    typed = replace(first, text=problem.prompt + made.text[:k] + "\n" + problem.suffix, cursor=len(problem.prompt) + k)
+    quick = last_finished(strategy.service.start(typed, sampling)[0])
+    last_finished(strategy.plain.start(first, sampling)[0])  # the same session history, no type-through
+    afresh = last_finished(strategy.plain.start(typed, sampling)[0])
+    strategy.tally["typed"] += 1
+    if quick.usage.type_through:
+        strategy.tally["type_through"] += 1
+        strategy.tally["same_as_decoding_afresh"] += quick.text == afresh.text
+    return made.text[:k] + quick.text + "\n", quick, problem
 
 
 def run_quality(
@@ -158,6 +197,8 @@ def run_quality(
             "recomputed_tokens_mean": round(statistics.fmean(r["recomputed"] for r in rows), 1),
             "seconds": round(time.time() - t0, 1),
         }
+        if strategy.kind == "type-through":
+            result[name]["type_through"] = dict(strategy.tally)
         result[name]["_completions"] = [r["completion"] for r in rows]
         result[name]["_scores"] = {k: [100.0 * float(r[k]) for r in rows] for k in ("passed", "exact")}
         result[name]["_scores"]["similarity"] = [float(r["similarity"]) for r in rows]

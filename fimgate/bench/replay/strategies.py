@@ -9,6 +9,7 @@
     efim+correction  efim, and shifted KV is re-rotated and a budget of tokens recomputed
     served      efim+correction at serve's default budget, named for bench quality's row of what
                 `fimgate serve` shows: the hole as an editor holds it, cold, through the CompletionService
+    type-through  served, then the person types half of what was shown and asks again (bench quality)
     llama.vscode  what llama.vscode asks llama-server (fimgate/bench/peers/llama_vscode.py): its window,
                 llama-server's prompt, 128 tokens, n_indent and t_max_predict_ms, multi-line;
                 no request with more than 8 characters right of the cursor
@@ -33,7 +34,7 @@ from fimgate.efim.window import WindowConfig
 from fimgate.gateway.build import CORRECTION_SHARE  # served's; "efim+correction:0.05" names another share
 from fimgate.gateway.service import CompletionService, Shape
 
-ALL = ("no-cache", "raw", "psm-prefix", "shift-only", "efim", "efim+correction", "served", "llama.vscode")
+ALL = ("no-cache", "raw", "psm-prefix", "shift-only", "efim", "efim+correction", "served", "type-through", "llama.vscode")
 
 
 def parse(name: str) -> tuple[str, float | None]:
@@ -48,7 +49,7 @@ def parse(name: str) -> tuple[str, float | None]:
         if not 0 <= value <= 1:
             raise ValueError("a correction budget is a share of the shifted tokens, in [0, 1]")
         return base, value
-    if base == "served":
+    if base in ("served", "type-through"):
         return base, CORRECTION_SHARE
     return base, (0.0 if base == "shift-only" else None)
 
@@ -71,6 +72,8 @@ class Strategy:
         )
         self._fresh = itertools.count()
         self.service: CompletionService | None = None  # served (bench quality): the service, made at first use
+        self.plain: CompletionService | None = None  # type-through (bench quality): the same without it
+        self.tally = {"typed": 0, "type_through": 0, "same_as_decoding_afresh": 0}  # type-through's answers
 
     def request(self, state: EditorState, sampling: SamplingParams) -> tuple[SamplingParams, Shape] | None:
         """What the strategy's client asks for the editor state `state` (None: it sends nothing);
