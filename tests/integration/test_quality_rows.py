@@ -42,6 +42,8 @@ def test_the_type_through_row_types_half_of_the_suggestion_and_counts_its_answer
     assert tally["typed"] >= 3  # most holes get a suggestion of 2+ characters to type into
     assert 0 < tally["type_through"] <= tally["typed"]  # answered with the rest, no model call
     assert tally["same_as_decoding_afresh"] <= tally["type_through"]
+    diff = tally["pass@1_minus_decoding_afresh"]  # beside the model asked afresh where the person is
+    assert diff["ci95"][0] <= diff["mean"] <= diff["ci95"][1]
     for made, through in zip(result["served"]["completions"], result["type-through"]["completions"]):
         typed = made[: (len(made) - 1) // 2]  # the person typed the first half of what was shown
         assert through.startswith(typed) and through.endswith("\n")

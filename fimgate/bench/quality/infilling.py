@@ -124,7 +124,8 @@ def typed_through(
 ) -> tuple[str, Finished, Problem]:
     """The served hole; the person types the first half of the suggestion and asks again. The
     filling: the typed half, the answer and the empty line's newline. strategy.tally counts the
-    keys type-through answered and those identical to a service without it (decoding afresh)."""
+    keys type-through answered and those identical to a service without it (decoding afresh);
+    strategy.afresh gets that service's filling."""
     if perturb is not None:
         raise ValueError("the type-through row starts from a cold request: run it without --perturb")
     if strategy.service is None:
@@ -137,6 +138,7 @@ def typed_through(
     sampling = SamplingParams(max_tokens=max_tokens)
     made = last_finished(strategy.service.start(first, sampling)[0])
     if len(made.text) < 2:
+        strategy.afresh.append(made.text + "\n")
         return made.text + "\n", made, problem
     k = len(made.text) // 2
     typed = replace(first, text=problem.prompt + made.text[:k] + "\n" + problem.suffix, cursor=len(problem.prompt) + k)
@@ -144,6 +146,7 @@ def typed_through(
     last_finished(strategy.plain.start(first, sampling)[0])  # the same session history, no type-through
     afresh = last_finished(strategy.plain.start(typed, sampling)[0])
     strategy.tally["typed"] += 1
+    strategy.afresh.append(made.text[:k] + afresh.text + "\n")
     if quick.usage.type_through:
         strategy.tally["type_through"] += 1
         strategy.tally["same_as_decoding_afresh"] += quick.text == afresh.text
@@ -171,9 +174,7 @@ def run_quality(
             completion, final, asked = complete(engine, strategy, p, single_line, max_tokens, perturb)
             rows.append(
                 {
-                    "passed": run_program(asked.program(completion)),
-                    "exact": completion.strip() == p.canonical.strip(),
-                    "similarity": edit_similarity(completion.strip(), p.canonical.strip()),
+                    **_scored(asked, completion, p.canonical),
                     "prefilled": final.usage.prefilled_tokens,
                     "cached": final.usage.cached_tokens,
                     "shifted": final.usage.shifted_cached_tokens,
@@ -198,7 +199,7 @@ def run_quality(
             "seconds": round(time.time() - t0, 1),
         }
         if strategy.kind == "type-through":
-            result[name]["type_through"] = dict(strategy.tally)
+            result[name]["type_through"] = {**strategy.tally, **_afresh(strategy.afresh, rows, problems)}
         result[name]["_completions"] = [r["completion"] for r in rows]
         result[name]["_scores"] = {k: [100.0 * float(r[k]) for r in rows] for k in ("passed", "exact")}
         result[name]["_scores"]["similarity"] = [float(r["similarity"]) for r in rows]
@@ -216,6 +217,25 @@ def run_quality(
     for s in strategies:
         result[s].pop("_scores")
     return result
+
+
+def _scored(asked: Problem, completion: str, canonical: str) -> dict:
+    return {
+        "passed": run_program(asked.program(completion)),
+        "exact": completion.strip() == canonical.strip(),
+        "similarity": edit_similarity(completion.strip(), canonical.strip()),
+    }
+
+
+def _afresh(fillings: list[str], rows: list[dict], problems: list[Problem]) -> dict:
+    """The type-through row against the model decoding afresh at the same places, hole by hole."""
+    fresh = [_scored(p, f, p.canonical) for p, f in zip(problems, fillings)]
+    out = {"decoding_afresh_pass@1": round(100 * sum(r["passed"] for r in fresh) / len(fresh), 2)}
+    for key, label in (("passed", "pass@1"), ("exact", "exact_match"), ("similarity", "edit_similarity")):
+        scale = 1.0 if key == "similarity" else 100.0
+        ours, theirs = [scale * float(r[key]) for r in rows], [scale * float(r[key]) for r in fresh]
+        out[f"{label}_minus_decoding_afresh"] = paired_difference(ours, theirs)
+    return out
 
 
 def same_share(completions: list[str], reference: list[str]) -> float:

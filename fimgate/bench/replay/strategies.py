@@ -74,6 +74,7 @@ class Strategy:
         self.service: CompletionService | None = None  # served (bench quality): the service, made at first use
         self.plain: CompletionService | None = None  # type-through (bench quality): the same without it
         self.tally = {"typed": 0, "type_through": 0, "same_as_decoding_afresh": 0}  # type-through's answers
+        self.afresh: list[str] = []  # type-through: per hole, the filling decoding afresh gives
 
     def request(self, state: EditorState, sampling: SamplingParams) -> tuple[SamplingParams, Shape] | None:
         """What the strategy's client asks for the editor state `state` (None: it sends nothing);
