@@ -56,3 +56,20 @@ def test_it_is_on_where_a_person_types_and_off_for_one_request():
     assert service_config(parse(["lsp"])).first_window_tokens == TOKENS
     assert service_config(parse(["complete", "--file", "a.py"])).first_window_tokens == 0  # no next key to fill for
     assert service_config(parse(["serve", "--first-window-tokens", "0"])).first_window_tokens == 0
+
+
+def test_the_cost_it_is_decided_on_counts_moved_text_only_where_it_is_cached(engine):
+    """A jump's full prompt may repeat text of the session's last prompt (shifted reuse); that text
+    saves work only where the last prompt was computed. A prefill cancelled early (a warm-up the
+    next key superseded) held ~30 of ~730 moved tokens, and the estimate said 270 of 765 to compute:
+    the key ran the full window for 2.9 s instead of a first window."""
+    planner = EfimPlanner(engine.tokenizer, TEMPLATES["smollm2"], recompute_share=0.15)
+    here = EditorState(user_id="est", document_id="long.py", text=TEXT, cursor=CURSOR, path="long.py")
+    there = replace(here, cursor=TEXT.index("return x + 125") + len("return "))
+    first = planner.plan(here, SamplingParams(max_tokens=0))
+    jump = planner.plan(there, SamplingParams(max_tokens=8))
+    assert jump.reuse_hints  # most of the text is the same, moved up by five functions
+    assert engine.uncached_tokens(jump) > 0.9 * len(jump.prompt_ids)  # nothing of `first` was computed
+    for _ in engine.generate(first):
+        pass
+    assert engine.uncached_tokens(jump) < 0.5 * len(jump.prompt_ids)  # now the moved text is there

@@ -239,16 +239,23 @@ class EmbeddedEngine:
 
     def uncached_tokens(self, plan: FimPlan) -> int:
         """About how many of the plan's prompt tokens a request would compute now: those no idle
-        slot of the user nor the user's tree holds as a prefix, less the text its hints may move
-        into place (shifted reuse). Read without the scheduler's lock, so a moment old at worst."""
-        prompt = plan.prompt_ids
+        slot of the user nor the user's tree holds as a prefix, less the text its hints would move
+        into place (shifted reuse: only what the tree still holds of each hint's source, as
+        _place_moved_text places it). Read without the scheduler's lock, so a moment old at worst."""
+        prompt = tuple(plan.prompt_ids)
         held = self.tree.peek(plan.user_id, prompt)
         for s in list(self._slots):
             if not s.busy and s.user_id == plan.user_id:
                 held = max(held, common_prefix(s.tokens, prompt))
         moved = 0
-        if plan.recompute_share is not None:
-            moved = sum(min(h.num_tokens, len(prompt) - h.new_start) for h in plan.reuse_hints if h.new_start >= held)
+        if plan.recompute_share is not None and any(h.new_start + h.num_tokens > held for h in plan.reuse_hints):
+            placed: list = []
+            for source, src in plan.hint_prompts:
+                mine = tuple(h for h in plan.reuse_hints if h.source == source)
+                if mine:
+                    spans = uncovered(usable_spans(mine, src, prompt, held, self.tree.peek(plan.user_id, src)), placed)
+                    placed += spans
+            moved = sum(h.num_tokens for h in placed)
         return max(0, len(prompt) - held - moved)
 
     # -- generation ------------------------------------------------------------------------
