@@ -134,9 +134,16 @@ def add_parsers(b) -> None:
     engine_args(s)
     s.add_argument(
         "--dataset",
-        choices=["single-line", "multi-line", "mid-line", "repo"],
+        choices=["single-line", "multi-line", "mid-line", "real-mid-line", "repo"],
         default="single-line",
-        help="HumanEval infilling; mid-line: its single-line holes with the line half typed (the hole starts mid-line)",
+        help="HumanEval infilling; mid-line: its single-line holes with the line half typed (the hole starts mid-line); "
+        "real-mid-line: lines of real files half typed, from --sources (exact match and edit similarity)",
+    )
+    s.add_argument(
+        "--sources",
+        default=None,
+        help="--dataset real-mid-line: folders of source files, one a language "
+        "(`python -m fimgate.bench.workloads.real_sources out/sources` makes them: give out/sources)",
     )
     s.add_argument("--limit", type=int, default=None, help="problems, spread evenly over the set (repo: holes, default 30)")
     s.add_argument(

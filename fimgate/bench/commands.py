@@ -411,6 +411,16 @@ def cmd_bench_repo_quality(a) -> int:
     return 0
 
 
+def real_mid_line(a) -> list:
+    """The real-mid-line set's holes, from the folders real_sources makes under --sources (made
+    there first where missing: it fetches Debian packages)."""
+    from fimgate.bench.workloads import real_mid_line, real_sources
+
+    if not a.sources:
+        raise UserError("--dataset real-mid-line needs --sources DIR (real_sources.py fills it: out/sources)")
+    return real_mid_line.load(sorted(real_sources.make(a.sources).values()), a.limit or 140)
+
+
 def cmd_bench_quality(a) -> int:
     from fimgate.bench.peers.registry import peer_strategies
     from fimgate.bench.quality.infilling import run_quality, same_share
@@ -436,7 +446,7 @@ def cmd_bench_quality(a) -> int:
     if compared and precision(b) == precision(a):
         raise UserError(f"--compare-*dtype name the precision already measured ({precision(a)})")
     try:
-        problems = load(a.dataset, a.data_dir, a.limit)
+        problems = real_mid_line(a) if a.dataset == "real-mid-line" else load(a.dataset, a.data_dir, a.limit)
     except (FileNotFoundError, ValueError) as e:
         raise UserError(str(e)) from None
     engine = load_engine(a)
@@ -450,7 +460,7 @@ def cmd_bench_quality(a) -> int:
             tmpl,
             problems,
             names,
-            single_line=a.dataset in ("single-line", "mid-line"),
+            single_line=a.dataset in ("single-line", "mid-line", "real-mid-line"),
             max_tokens=a.max_tokens,
             perturb=a.perturb,
             keep_completions=True,

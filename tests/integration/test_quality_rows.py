@@ -47,3 +47,32 @@ def test_the_type_through_row_types_half_of_the_suggestion_and_counts_its_answer
     for made, through in zip(result["served"]["completions"], result["type-through"]["completions"]):
         typed = made[: (len(made) - 1) // 2]  # the person typed the first half of what was shown
         assert through.startswith(typed) and through.endswith("\n")
+
+
+def test_real_files_cut_mid_line_are_scored_without_tests(engine, tmp_path):
+    """--dataset real-mid-line: lines of real files half typed, in every language found; no tests
+    exist for them, so pass@1 is not reported (None), exact match and edit similarity are."""
+    from fimgate.bench.workloads.real_mid_line import load
+
+    (tmp_path / "go").mkdir()
+    (tmp_path / "go" / "sum.go").write_text(
+        "package sum\n\n// Sum adds.\nfunc Sum(xs []int) int {\n\ttotal := 0\n"
+        "\tfor _, x := range xs {\n\t\ttotal += x\n\t}\n\treturn total\n}\n"
+    )
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py" / "mean.py").write_text(
+        "def mean(xs):\n    # the average\n    total = sum(xs)\n    return total / len(xs)\n"
+    )
+    problems = load([str(tmp_path / "go"), str(tmp_path / "py")], limit=4)
+    assert sorted(p.path for p in problems) == ["mean.py", "mean.py", "sum.go", "sum.go"]
+    for p in problems:
+        typed = p.prompt[p.prompt.rfind("\n") + 1 :]
+        assert (
+            p.prompt + p.canonical + p.suffix == (tmp_path / p.path.split(".")[1] / p.path).read_text()
+        )  # filled right: the file
+        assert typed.strip() and p.canonical.strip() and p.canonical.endswith("\n")  # half typed, half missing
+        assert not typed.strip().startswith(("#", "//"))  # a line of code, not a comment
+    result = run_quality(engine, TEMPLATES["smollm2"], problems, ["no-cache", "efim"], single_line=True, max_tokens=12)
+    assert result["efim"]["pass@1"] is None and "pass@1_minus_no-cache" not in result["efim"]
+    assert result["efim"]["problems"] == 4 and 0 <= result["efim"]["edit_similarity"] <= 100
+    assert result["efim"]["cached_tokens_mean"] > 0  # the typed lines were EFIM appends on the anchor

@@ -73,16 +73,16 @@ def test_a_reanchor_cut_short_by_the_next_key_keeps_what_it_computed(engine, mon
     hints = [(100, 100 + n, 300)]
     _run(engine, old, "cut-short", max_tokens=0)
     key = CancelToken()
-    prefill = engine.run_prefill
+    prefill = engine.prefill_by_layer
 
     def one_chunk_then_a_key(work, end):
-        logits = prefill(work, end)
+        logits = yield from prefill(work, end)
         key.cancel()
         return logits
 
-    monkeypatch.setattr(engine, "run_prefill", one_chunk_then_a_key)
+    monkeypatch.setattr(engine, "prefill_by_layer", one_chunk_then_a_key)
     cut = _run(engine, new, "cut-short", share=1.0, hints=hints, source=old, cancel=key)  # ~300 positions to run
-    monkeypatch.setattr(engine, "run_prefill", prefill)
+    monkeypatch.setattr(engine, "prefill_by_layer", prefill)
     assert cut.usage.cancelled and cut.usage.prefix_cached_tokens == 100
     typed = new + tuple(engine.tokenizer.encode(" x"))
     nxt = _run(engine, typed, "cut-short", share=1.0, hints=hints, source=old)

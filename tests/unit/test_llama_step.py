@@ -240,3 +240,28 @@ def test_a_step_is_the_same_bits_on_one_thread_and_on_two():
     finally:
         torch.set_num_threads(was)
     assert torch.equal(outs[0], outs[1])
+
+
+def test_a_prompt_run_layer_by_layer_with_another_sequence_between_two_layers_equals_forward():
+    """What the scheduler does when a key pauses a warm-up's chunk (scheduler.py): the chunk's
+    layers run with another sequence's prompt and steps run between two of them, on its own
+    buffer; the chunk's logits and K/V equal forward()'s bit for bit."""
+    model, _ = _model("neox", 64, 4, 2)
+    g = torch.Generator().manual_seed(11)
+    ids, other = torch.randint(0, 256, (30,), generator=g), torch.randint(0, 256, (20,), generator=g)
+    kv_alone, kv_paused, kv_other = (KVBuffer.empty(model.cfg, 64) for _ in range(3))
+    want = model.forward(ids, torch.arange(30), kv_alone)
+    layers = model.forward_by_layer(ids, torch.arange(30), kv_paused)
+    next(layers)
+    model.forward(other, torch.arange(20), kv_other)  # another person's prompt, then their step
+    model.forward(ids[:1], torch.tensor([20]), kv_other)
+    got = None
+    while got is None:
+        try:
+            next(layers)
+        except StopIteration as done:
+            got = done.value
+    assert torch.equal(got, want)
+    assert torch.equal(kv_paused.k[:, :, :30], kv_alone.k[:, :, :30]) and torch.equal(
+        kv_paused.v[:, :, :30], kv_alone.v[:, :, :30]
+    )

@@ -128,7 +128,8 @@ class _Rows:
         self.steps.append([1 + len(w.draft or ()) for w in works])
         return [[torch.zeros(1)] * (1 + len(w.draft)) if w.draft is not None else torch.zeros(1) for w in works]
 
-    def run_prefill(self, work, end):
+    def prefill_by_layer(self, work, end):
+        yield
         return torch.zeros(1)
 
     def free_slots(self):

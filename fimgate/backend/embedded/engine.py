@@ -23,7 +23,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Generator, Iterator
 
 import torch
 
@@ -440,19 +440,21 @@ class EmbeddedEngine:
             at += n
         return out
 
-    def run_prefill(self, work: PrefillWork, end: int) -> torch.Tensor | None:
-        """Run work's tokens [done, end); the logits after the last once end is the last."""
+    def prefill_by_layer(self, work: PrefillWork, end: int) -> Generator[None, None, torch.Tensor | None]:
+        """Run work's tokens [done, end), yielding after each layer (the scheduler may run others'
+        work between two); returns the logits after the last once end is the last."""
         dev = self.model.device
         last = end == len(work.ids)
-        logits = self.model.forward(
-            torch.tensor(work.ids[work.done : end], device=dev),
-            torch.tensor(work.positions[work.done : end], device=dev),
-            work.kv,
-            logits_for="last" if last else "none",
-            argmax_only=work.argmax_only,
-            only_ids=work.only_ids,
+        return (
+            yield from self.model.forward_by_layer(
+                torch.tensor(work.ids[work.done : end], device=dev),
+                torch.tensor(work.positions[work.done : end], device=dev),
+                work.kv,
+                logits_for="last" if last else "none",
+                argmax_only=work.argmax_only,
+                only_ids=work.only_ids,
+            )
         )
-        return logits if last else None
 
     def _step(
         self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False, only_ids: list[int] | None = None

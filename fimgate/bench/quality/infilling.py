@@ -65,7 +65,7 @@ def edit_above(problem: Problem) -> Problem:
     at = max(1, len(lines) // 2)
     indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())] if at < len(lines) else ""
     edited = "".join(lines[:at]) + f"{indent}# note: keep this function pure\n" + "".join(lines[at:])
-    return Problem(problem.task_id, edited, problem.suffix, problem.canonical, problem.test, problem.entry_point)
+    return replace(problem, prompt=edited)
 
 
 def complete(
@@ -85,7 +85,9 @@ def complete(
             last_finished(
                 engine.generate(
                     strategy.plan(
-                        user, EditorState(user, doc, problem.prompt + problem.suffix, len(problem.prompt)), warm_sampling
+                        user,
+                        EditorState(user, doc, problem.prompt + problem.suffix, len(problem.prompt), path=problem.path),
+                        warm_sampling,
                     )
                 )
             )
@@ -98,11 +100,14 @@ def complete(
         typed_from = problem.prompt[:start]
         last_finished(
             engine.generate(
-                strategy.plan(user, EditorState(user, doc, typed_from + problem.suffix, len(typed_from)), warm_sampling)
+                strategy.plan(
+                    user, EditorState(user, doc, typed_from + problem.suffix, len(typed_from), path=problem.path), warm_sampling
+                )
             )
         )
     text = asked.prompt + asked.suffix
-    final = last_finished(engine.generate(strategy.plan(user, EditorState(user, doc, text, len(asked.prompt)), sampling)))
+    state = EditorState(user, doc, text, len(asked.prompt), path=problem.path)
+    final = last_finished(engine.generate(strategy.plan(user, state, sampling)))
     return _cut(final.text, asked, single_line), final, asked
 
 
@@ -114,7 +119,7 @@ def served(engine, strategy: Strategy, problem: Problem, max_tokens: int, pertur
     if strategy.service is None:
         strategy.service = CompletionService(engine, strategy.planner)
     text = problem.prompt + "\n" + problem.suffix
-    state = EditorState(f"q{next(_users)}", problem.task_id, text, len(problem.prompt), path="problem.py")
+    state = EditorState(f"q{next(_users)}", problem.task_id, text, len(problem.prompt), path=problem.path or "problem.py")
     final = last_finished(strategy.service.start(state, SamplingParams(max_tokens=max_tokens))[0])
     return final.text + "\n", final, problem
 
@@ -134,7 +139,7 @@ def typed_through(
         strategy.plain = CompletionService(engine, own, type_through=False)
     text = problem.prompt + "\n" + problem.suffix
     user = f"q{next(_users)}"
-    first = EditorState(user, problem.task_id, text, len(problem.prompt), path="problem.py")
+    first = EditorState(user, problem.task_id, text, len(problem.prompt), path=problem.path or "problem.py")
     sampling = SamplingParams(max_tokens=max_tokens)
     made = last_finished(strategy.service.start(first, sampling)[0])
     if len(made.text) < 2:
@@ -187,9 +192,10 @@ def run_quality(
         if progress and sys.stderr.isatty():
             print(file=sys.stderr)
         n = len(rows)
+        tested = all(r["passed"] is not None for r in rows)
         result[name] = {
             "problems": n,
-            "pass@1": round(100 * sum(r["passed"] for r in rows) / n, 2),
+            "pass@1": round(100 * sum(r["passed"] for r in rows) / n, 2) if tested else None,
             "exact_match": round(100 * sum(r["exact"] for r in rows) / n, 2),
             "edit_similarity": round(statistics.fmean(r["similarity"] for r in rows), 2),
             "prefilled_tokens_mean": round(statistics.fmean(r["prefilled"] for r in rows), 1),
@@ -201,7 +207,7 @@ def run_quality(
         if strategy.kind == "type-through":
             result[name]["type_through"] = {**strategy.tally, **_afresh(strategy.afresh, rows, problems)}
         result[name]["_completions"] = [r["completion"] for r in rows]
-        result[name]["_scores"] = {k: [100.0 * float(r[k]) for r in rows] for k in ("passed", "exact")}
+        result[name]["_scores"] = {k: [100.0 * float(r[k]) for r in rows] for k in ("passed", "exact") if tested or k != "passed"}
         result[name]["_scores"]["similarity"] = [float(r["similarity"]) for r in rows]
     first = strategies[0]
     base = result[first]["_completions"]
@@ -210,8 +216,9 @@ def run_quality(
         result[s][f"same_completion_as_{first}"] = same_share(comp, base)
         if s != first:  # hole by hole against the first row, with a 95% bootstrap interval
             for key, label in (("passed", "pass@1"), ("exact", "exact_match"), ("similarity", "edit_similarity")):
-                diff = paired_difference(result[s]["_scores"][key], result[first]["_scores"][key])
-                result[s][f"{label}_minus_{first}"] = diff
+                if key in result[s]["_scores"]:
+                    diff = paired_difference(result[s]["_scores"][key], result[first]["_scores"][key])
+                    result[s][f"{label}_minus_{first}"] = diff
         if keep_completions:
             result[s]["completions"] = comp
     for s in strategies:
@@ -221,7 +228,7 @@ def run_quality(
 
 def _scored(asked: Problem, completion: str, canonical: str) -> dict:
     return {
-        "passed": run_program(asked.program(completion)),
+        "passed": run_program(asked.program(completion)) if asked.test else None,
         "exact": completion.strip() == canonical.strip(),
         "similarity": edit_similarity(completion.strip(), canonical.strip()),
     }
@@ -230,8 +237,11 @@ def _scored(asked: Problem, completion: str, canonical: str) -> dict:
 def _afresh(fillings: list[str], rows: list[dict], problems: list[Problem]) -> dict:
     """The type-through row against the model decoding afresh at the same places, hole by hole."""
     fresh = [_scored(p, f, p.canonical) for p, f in zip(problems, fillings)]
-    out = {"decoding_afresh_pass@1": round(100 * sum(r["passed"] for r in fresh) / len(fresh), 2)}
+    tested = all(r["passed"] is not None for r in fresh)
+    out = {"decoding_afresh_pass@1": round(100 * sum(r["passed"] for r in fresh) / len(fresh), 2) if tested else None}
     for key, label in (("passed", "pass@1"), ("exact", "exact_match"), ("similarity", "edit_similarity")):
+        if key == "passed" and not tested:
+            continue
         scale = 1.0 if key == "similarity" else 100.0
         ours, theirs = [scale * float(r[key]) for r in rows], [scale * float(r[key]) for r in fresh]
         out[f"{label}_minus_decoding_afresh"] = paired_difference(ours, theirs)

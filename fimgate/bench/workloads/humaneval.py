@@ -18,8 +18,9 @@ class Problem:
     prompt: str  # text before the hole
     suffix: str
     canonical: str
-    test: str
+    test: str  # "": none (holes cut from real files: pass@1 is not reported)
     entry_point: str
+    path: str = ""  # the file's name, where the hole is in a real file
 
     def program(self, completion: str) -> str:
         return f"{self.prompt}{completion}{self.suffix}\n{self.test}\ncheck({self.entry_point})\n"

@@ -1,0 +1,118 @@
+"""A prefill chunk runs a layer at a time: a keystroke that arrives while a warm-up's chunk runs
+is served after the layer running then, not after the whole chunk, and the chunk then goes on
+from that layer (nothing runs twice); a request cancelled mid-chunk stops within a layer. The
+compute here is a stand-in that records what ran (the real model's layers:
+tests/unit/test_llama_step.py's forward_by_layer test; the engine: tests/integration/test_batching.py)."""
+
+import contextlib
+import threading
+import time
+
+import torch
+
+from fimgate.backend.base import CancelToken
+from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
+from fimgate.backend.urgency import BACKGROUND
+
+LAYERS = 24
+
+
+class _Recorded:
+    def __init__(self):
+        self.ran: list[str] = []
+        self.at_layer: dict[int, callable] = {}  # run once when the warm-up's chunk reaches that layer
+
+    def prefill_by_layer(self, work, end):
+        for i in range(LAYERS):
+            self.ran.append(f"layer {i} of [{work.done}, {end})")
+            if i in self.at_layer:
+                self.at_layer.pop(i)()
+            yield
+        return torch.zeros(1)
+
+    def run_steps(self, works):
+        self.ran.append("step")
+        return [torch.zeros(1) for _ in works]
+
+    def free_slots(self):
+        return 4
+
+    def stoppable_steps(self):
+        return contextlib.nullcontext(None)
+
+
+class _Idle:  # a runner that runs nothing: the test iterates the loop itself
+    stopped = False
+
+    def submit(self, fn, priority=0.0):
+        pass
+
+
+def _warmup(tokens: int, got: list):
+    got.append((yield PrefillWork(list(range(tokens)), list(range(tokens)), None)))
+
+
+def _key(got: list):
+    got.append((yield StepWork(1, 0, None)))
+
+
+def _submit(sched: BatchScheduler, coro, cancel: CancelToken, priority: float, warmup: bool = False) -> threading.Thread:
+    waiting = sched.state()["waiting"]
+    reader = threading.Thread(target=lambda: list(sched.run(coro, cancel, priority, warmup)))
+    reader.start()
+    while sched.state()["waiting"] == waiting:
+        time.sleep(0.001)
+    return reader
+
+
+def _drain(sched: BatchScheduler) -> None:
+    for _ in range(1000):
+        if not sched.has_work():
+            return
+        sched.iterate()
+    raise AssertionError("the loop never finished")
+
+
+def test_a_key_during_a_warmups_chunk_waits_one_layer_and_the_chunk_goes_on_where_it_stopped():
+    compute = _Recorded()
+    sched = BatchScheduler(compute, threading.Lock())
+    sched.drive_on(_Idle())
+    warm, key = [], []
+    threads = [_submit(sched, _warmup(100, warm), CancelToken(), BACKGROUND, warmup=True)]
+    compute.at_layer[3] = lambda: threads.append(_submit(sched, _key(key), CancelToken(), 1.0))
+    _drain(sched)
+    for t in threads:
+        t.join(10)
+    chunk = [f"layer {i} of [0, 64)" for i in range(LAYERS)]  # (a background prefill's chunks are never the alone size)
+    assert compute.ran[:5] == chunk[:4] + ["step"]  # the key ran after layer 3, not after layer 23
+    assert compute.ran[5:] == chunk[4:] + [f"layer {i} of [64, 100)" for i in range(LAYERS)]  # nothing ran twice
+    assert len(key) == 1 and len(warm) == 1 and isinstance(warm[0], torch.Tensor)
+    assert sched.paused_chunks == 1
+
+
+def test_a_less_urgent_arrival_does_not_pause_a_chunk():
+    compute = _Recorded()
+    sched = BatchScheduler(compute, threading.Lock())
+    sched.drive_on(_Idle())
+    first, later = [], []
+    threads = [_submit(sched, _warmup(64, first), CancelToken(), 1.0)]
+    compute.at_layer[3] = lambda: threads.append(_submit(sched, _key(later), CancelToken(), 2.0))
+    _drain(sched)
+    for t in threads:
+        t.join(10)
+    assert compute.ran == [f"layer {i} of [0, 64)" for i in range(LAYERS)] + ["step"]
+    assert sched.paused_chunks == 0
+
+
+def test_a_request_cancelled_mid_chunk_stops_within_a_layer():
+    compute = _Recorded()
+    sched = BatchScheduler(compute, threading.Lock())
+    sched.drive_on(_Idle())
+    got, cancel = [], CancelToken()
+    threads = [_submit(sched, _warmup(64, got), cancel, 1.0)]
+    compute.at_layer[5] = cancel.cancel
+    _drain(sched)
+    for t in threads:
+        t.join(10)
+    assert compute.ran == [f"layer {i} of [0, 64)" for i in range(6)]
+    assert got == [None]  # told it was cancelled: its chunk's positions are not counted done
