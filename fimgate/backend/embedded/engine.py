@@ -247,15 +247,7 @@ class EmbeddedEngine:
         for s in list(self._slots):
             if not s.busy and s.user_id == plan.user_id:
                 held = max(held, common_prefix(s.tokens, prompt))
-        moved = 0
-        if plan.recompute_share is not None and any(h.new_start + h.num_tokens > held for h in plan.reuse_hints):
-            placed: list = []
-            for source, src in plan.hint_prompts:
-                mine = tuple(h for h in plan.reuse_hints if h.source == source)
-                if mine:
-                    spans = uncovered(usable_spans(mine, src, prompt, held, self.tree.peek(plan.user_id, src)), placed)
-                    placed += spans
-            moved = sum(h.num_tokens for h in placed)
+        moved = sum(s.num_tokens for _, spans in self._moved_text(plan, prompt, held, self._peeked) for s in spans)
         return max(0, len(prompt) - held - moved)
 
     # -- generation ------------------------------------------------------------------------
@@ -378,20 +370,40 @@ class EmbeddedEngine:
         another file's: FimPlan.hint_prompts) that reappears at new positions is placed there,
         keys re-rotated, from the first source that still has it cached; returns (positions
         reused shifted, positions of them to recompute)."""
-        hints = plan.reuse_hints
-        if plan.recompute_share is None or not any(h.new_start + h.num_tokens > cached for h in hints):
-            return set(), set()  # (an EFIM append whose anchor is cached: nothing moved is missing)
-        new, placed = tuple(prompt), []
-        for source, src in plan.hint_prompts:
-            mine = tuple(h for h in hints if h.source == source)
-            if not mine:
-                continue
-            match = self.tree.match(plan.user_id, src)
-            spans = uncovered(usable_spans(mine, src, new, cached, match.num_tokens), placed)
-            self._place_shifted(slot.kv, match.blocks, spans)
-            placed = sorted(placed + spans, key=lambda s: s.new_start)
+        placed = []
+        for blocks, spans in self._moved_text(plan, tuple(prompt), cached, self._matched):
+            self._place_shifted(slot.kv, blocks, spans)
+            placed += spans
+        if not placed:
+            return set(), set()
+        placed.sort(key=lambda s: s.new_start)
         shifted = {p for s in placed for p in range(s.new_start, s.new_start + s.num_tokens)}
         return shifted, select_recompute(placed, plan.recompute_share, self.config.recompute_cap or None)
+
+    def _matched(self, plan: FimPlan, src: tuple[int, ...]) -> tuple[int, list]:
+        match = self.tree.match(plan.user_id, src)
+        return match.num_tokens, match.blocks
+
+    def _peeked(self, plan: FimPlan, src: tuple[int, ...]) -> tuple[int, None]:
+        return self.tree.peek(plan.user_id, src), None  # (an estimate: the LRU untouched, no blocks)
+
+    @staticmethod
+    def _moved_text(plan: FimPlan, prompt: tuple[int, ...], cached: int, held) -> Iterator[tuple[object, list]]:
+        """Where suffix-KV correction places moved text: for each hint source in turn, the blocks
+        `held(plan, src)` says the tree holds of it (-> (tokens, blocks)) and the spans of it to place
+        there - past `cached`, within what is held, not placed from an earlier source. Nothing
+        where the plan allows no correction or its anchor is cached (an EFIM append)."""
+        hints = plan.reuse_hints
+        if plan.recompute_share is None or not any(h.new_start + h.num_tokens > cached for h in hints):
+            return
+        placed: list = []
+        for source, src in plan.hint_prompts:
+            mine = tuple(h for h in hints if h.source == source)
+            if mine:
+                tokens, blocks = held(plan, src)
+                spans = uncovered(usable_spans(mine, src, prompt, cached, tokens), placed)
+                yield blocks, spans
+                placed = sorted(placed + spans, key=lambda s: s.new_start)
 
     def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: _Slot, recomputing: bool, cached: int):
         """Run the prompt's uncached (and recomputed) positions (a coroutine step); the last
