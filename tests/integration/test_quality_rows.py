@@ -76,3 +76,11 @@ def test_real_files_cut_mid_line_are_scored_without_tests(engine, tmp_path):
     assert result["efim"]["pass@1"] is None and "pass@1_minus_no-cache" not in result["efim"]
     assert result["efim"]["problems"] == 4 and 0 <= result["efim"]["edit_similarity"] <= 100
     assert result["efim"]["cached_tokens_mean"] > 0  # the typed lines were EFIM appends on the anchor
+    per = result["efim"]["by_language"]
+    assert sorted(per) == ["go", "python"] and per["go"]["problems"] == per["python"]["problems"] == 2
+    pooled = (per["go"]["edit_similarity"] + per["python"]["edit_similarity"]) / 2  # two holes each
+    assert abs(pooled - result["efim"]["edit_similarity"]) < 0.02
+    assert (
+        "edit_similarity_minus_first" in per["go"]
+        and "edit_similarity_minus_first" not in result["no-cache"]["by_language"]["go"]
+    )

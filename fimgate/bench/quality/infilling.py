@@ -39,6 +39,7 @@ from fimgate.bench.common.similarity import edit_similarity
 from fimgate.bench.quality.sandbox import run_program
 from fimgate.bench.replay.strategies import Strategy
 from fimgate.bench.workloads.humaneval import Problem
+from fimgate.efim.languages import language_of
 from fimgate.efim.planner import EditorState
 from fimgate.gateway.service import CompletionService
 
@@ -221,9 +222,27 @@ def run_quality(
                     result[s][f"{label}_minus_{first}"] = diff
         if keep_completions:
             result[s]["completions"] = comp
+    if any(p.path for p in problems):  # holes in real files: each language on its own as well
+        for s in strategies:
+            result[s]["by_language"] = _by_language(problems, result[s]["_scores"], result[first]["_scores"], s != first)
     for s in strategies:
         result[s].pop("_scores")
     return result
+
+
+def _by_language(problems: list[Problem], scores: dict, reference: dict, paired: bool) -> dict:
+    """Exact match and edit similarity per language, with the paired difference to the first row."""
+    out = {}
+    for lang in sorted({language_of(p.path) for p in problems}):
+        at = [i for i, p in enumerate(problems) if language_of(p.path) == lang]
+        row = {"problems": len(at)}
+        for key, label in (("exact", "exact_match"), ("similarity", "edit_similarity")):
+            mine = [scores[key][i] for i in at]
+            row[label] = round(statistics.fmean(mine), 2)
+            if paired:
+                row[f"{label}_minus_first"] = paired_difference(mine, [reference[key][i] for i in at])
+        out[lang] = row
+    return out
 
 
 def _scored(asked: Problem, completion: str, canonical: str) -> dict:
