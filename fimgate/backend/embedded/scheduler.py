@@ -247,7 +247,6 @@ class BatchScheduler:
         except StopIteration as done:
             logits = done.value
         except Exception as e:  # noqa: BLE001 - the request's caller gets it
-            r.chunk = None
             return self._fail(r, e)
         r.chunk = None
         w.done = r.chunk_end
