@@ -148,3 +148,49 @@ def test_a_step_stopped_part_way_leaves_the_cache_right(engine):
     assert engine.scheduler.stopped_steps == 1
     got = last_finished(engine.generate(next_key))
     assert got.usage.prefix_cached_tokens >= 200 and got.text == want.text
+
+
+def test_the_next_key_inherits_the_prefill_its_cancelled_request_had_begun(engine):
+    """A person at a new place: their request's prompt (300 uncached tokens) is cancelled by their
+    next key while its first chunk runs. The chunk is finished for that key, not dropped: the
+    key's request finds its tokens in the slot and prefills only the rest, and its suggestion is
+    what the same tokens computed without the cancel give."""
+    tok = engine.tokenizer
+    first = _source_ids(tok, 300, offset=5000)
+    second = first + tok.encode(" x")
+    engine.reset()
+    last_finished(engine.generate(_plan(first[:256], "typist", 0)))  # the chunk the request runs alone
+    reference = last_finished(engine.generate(_plan(second, "typist", 8)))
+    engine.reset()
+
+    cancel, key_sent, layers = CancelToken(), threading.Event(), [0]
+    real = engine.prefill_by_layer
+
+    def prefill_by_layer(work, end):
+        gen = real(work, end)
+        try:
+            while True:
+                next(gen)
+                layers[0] += 1
+                if layers[0] == 3:  # the next key comes while layer 3 of the first chunk runs
+                    cancel.cancel()
+                    key_sent.set()
+                    while engine.scheduler.state()["waiting"] == 0:
+                        time.sleep(0.001)
+                yield
+        except StopIteration as done:
+            return done.value
+
+    engine.prefill_by_layer = prefill_by_layer
+    try:
+
+        def next_key():
+            key_sent.wait(60)
+            return last_finished(engine.generate(_plan(second, "typist", 8)))
+
+        gone, key = _together(engine, [lambda: last_finished(engine.generate(_plan(first, "typist", 8), cancel)), next_key])
+    finally:
+        del engine.prefill_by_layer
+    assert gone.usage.cancelled
+    assert key.usage.prefix_cached_tokens == 256  # the chunk the cancelled request had begun
+    assert key.text == reference.text and key.usage.completion_tokens == reference.usage.completion_tokens

@@ -267,7 +267,8 @@ class EmbeddedEngine:
         if priority is None:
             priority = order_key(time.monotonic(), warmup)
         arrived = time.perf_counter()
-        yield from self.scheduler.run(self._request(plan, prompt, max_new, cancel, arrived), cancel, priority, warmup)
+        coro = self._request(plan, prompt, max_new, cancel, arrived)
+        yield from self.scheduler.run(coro, cancel, priority, warmup, owner=plan.user_id, prompt=tuple(prompt))
 
     def drive_on(self, runner) -> None:
         """Run the scheduler's loop on `runner` (a MainThreadRunner): servers compute on their main thread."""

@@ -19,6 +19,12 @@ iteration of the loop:
               when it is the most urgent prefill again), so a keystroke waits for one layer
               of a warm-up, not its whole chunk (~1/24 of 64-256 tokens' prefill)
 
+A cancelled request's chunk stops within a layer when someone else waits, except for its heir:
+a request of the same user whose prompt shares most of the chunk's tokens (the person's next
+key at the same place, a warm-up's successor). Then the chunk runs to its end at the heir's
+urgency, the heir waits for it and claims the slot that holds it: a prompt longer than the time
+between two keys is computed once across the keys, not restarted and dropped on each of them.
+
 Urgency is fimgate/backend/urgency.py's `order_key`: arrival time, a warm-up's as if it had
 arrived WARMUP_YIELD_S later, so typing that comes within that time prefills first, and a
 warm-up runs no chunk while a more urgent request decodes: a keystroke's suggestion decodes at
@@ -34,6 +40,8 @@ the thread that waits for a request runs iterations itself until its request is 
 
 from __future__ import annotations
 
+import bisect
+import math
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -42,6 +50,7 @@ from typing import Callable, ContextManager, Generator, Iterator, Protocol
 import torch
 
 from fimgate.backend.base import BackendUnavailableError, CancelToken, StreamEvent
+from fimgate.backend.block_tree import common_prefix
 from fimgate.backend.urgency import BACKGROUND
 
 PREFILL_CHUNK_TOKENS = 64  # ~110 ms of prefill on the 2-core development machine
@@ -99,6 +108,8 @@ class _Request:
     work: Work | None = None
     chunk: Generator | None = None  # its prefill chunk, paused between two layers
     chunk_end: int = 0  # where that chunk ends in work.ids
+    owner: str | None = None  # the user whose cache it fills (an heir must be the same user)
+    prompt: tuple[int, ...] = ()  # its whole prompt (what an heir would reuse)
 
 
 class BatchScheduler:
@@ -127,13 +138,22 @@ class BatchScheduler:
             self._driving = False
 
     # -- requests --------------------------------------------------------------------------
-    def run(self, coro: Generator, cancel: CancelToken, priority: float, warmup: bool = False) -> Iterator[StreamEvent]:
+    def run(
+        self,
+        coro: Generator,
+        cancel: CancelToken,
+        priority: float,
+        warmup: bool = False,
+        owner: str | None = None,
+        prompt: tuple[int, ...] = (),
+    ) -> Iterator[StreamEvent]:
         """Queue a request coroutine; its events, as the loop makes them. A warm-up's chunks wait
-        while a more urgent request decodes (typing's steps do not each pay for a chunk)."""
+        while a more urgent request decodes (typing's steps do not each pay for a chunk). `owner`
+        and `prompt`: whose cache its prefill fills, with what (module docstring: heirs)."""
         with self._guard:
             self._seq += 1
             self.submitted += 1
-            req = _Request(coro, cancel, priority, self._seq, warmup)
+            req = _Request(coro, cancel, priority, self._seq, warmup, owner=owner, prompt=prompt)
             self._waiting.append(req)
             start_driver = self._runner is not None and not self._driving
             if start_driver:
@@ -203,8 +223,10 @@ class BatchScheduler:
 
     # -- one iteration ---------------------------------------------------------------------
     def _iterate(self) -> None:
-        for r in [r for r in self._running if r.cancel.cancelled]:  # finished first: a person's next
-            self._advance(r, None)  # request then finds the slot and blocks their last one computed in
+        # the cancelled finish first: a person's next request then finds the slot and blocks their
+        # last one computed in (one that finishes a chunk for it goes on below)
+        for r in [r for r in self._running if r.cancel.cancelled and not self._finishes_for_heir(r)]:
+            self._advance(r, None)
         self._admit()
         steps = [r for r in self._running if isinstance(r.work, StepWork)]
         for r in [r for r in steps if r.cancel.cancelled]:
@@ -220,17 +242,17 @@ class BatchScheduler:
             first = min(r.priority for r in steps)
             prefills = [r for r in prefills if not r.warmup or r.priority <= first or r.cancel.cancelled]
         if prefills:
-            r = min(prefills, key=lambda r: (r.priority, r.seq))
-            if r.cancel.cancelled:
+            r = min(prefills, key=lambda r: (self._urgency(r), r.seq))
+            if r.cancel.cancelled and not self._finishes_for_heir(r):
                 self._advance(r, None)
             else:
                 self._run_chunk(r)
         self.iterations += 1
 
     def _run_chunk(self, r: _Request) -> None:
-        """r's prefill chunk, layer by layer, until it ends, r is cancelled (what the chunk
-        computed is dropped: its positions are not counted done) or a more urgent request
-        arrives (paused: the next iteration serves that one first)."""
+        """r's prefill chunk, layer by layer, until it ends, r is cancelled while another waits
+        who is not its heir (what the chunk computed is dropped: its positions are not counted
+        done) or a more urgent request arrives (paused: the next iteration serves that one first)."""
         w = r.work
         if r.chunk is None:
             alone = len(self._running) == 1 and not self._waiting and r.priority != BACKGROUND
@@ -239,7 +261,7 @@ class BatchScheduler:
         try:
             while True:
                 next(r.chunk)
-                if r.cancel.cancelled:
+                if r.cancel.cancelled and self._someone_waits() and not self._finishes_for_heir(r):
                     return self._advance(r, None)
                 if self._overtaken(r):
                     self.paused_chunks += 1
@@ -256,7 +278,36 @@ class BatchScheduler:
     def _overtaken(self, r: _Request) -> bool:
         """A request more urgent than r has arrived and a slot is free to admit it (a racy read
         of the list: a request appended just after it is seen after the next layer)."""
-        return any(q.priority < r.priority for q in self._waiting[:]) and self.compute.free_slots() > 0
+        urgency = self._urgency(r)
+        waiting = [q for q in self._waiting[:] if not q.cancel.cancelled]
+        return any(q.priority < urgency for q in waiting) and self.compute.free_slots() > 0
+
+    def _heir(self, r: _Request) -> _Request | None:
+        """The most urgent waiting request of r's user whose prompt shares at least half the
+        tokens of r's chunk, or None."""
+        if r.chunk is None or r.owner is None:
+            return None
+        span = r.work.positions[r.work.done : r.chunk_end]  # ascending
+        heir = None
+        for q in self._waiting[:]:
+            if q.owner != r.owner or q.cancel.cancelled or (heir is not None and q.priority >= heir.priority):
+                continue
+            if 2 * bisect.bisect_left(span, common_prefix(q.prompt, r.prompt)) >= len(span):
+                heir = q
+        return heir
+
+    def _someone_waits(self) -> bool:  # (a cancelled request waits for nothing)
+        return any(not q.cancel.cancelled for q in self._waiting[:])
+
+    def _finishes_for_heir(self, r: _Request) -> bool:
+        return r.cancel.cancelled and self._heir(r) is not None
+
+    def _urgency(self, r: _Request) -> float:
+        """r's place in line: a cancelled request's is its heir's (or last: nobody needs it)."""
+        if not r.cancel.cancelled:
+            return r.priority
+        heir = self._heir(r)
+        return heir.priority if heir is not None else math.inf
 
     @staticmethod
     def _drop_chunk(r: _Request) -> None:
@@ -312,12 +363,14 @@ class BatchScheduler:
             self._advance(r, logits)
 
     def _admit(self) -> None:
+        """The most urgent waiting requests, one a free slot; an heir waits until the chunk it
+        inherits has ended (it then claims the slot that holds it)."""
         with self._guard:
+            heirs = {id(self._heir(r)) for r in self._running if self._finishes_for_heir(r)}
             self._waiting.sort(key=lambda r: (r.priority, r.seq))
-            admitted = []
-            free = self.compute.free_slots()
-            while self._waiting and len(admitted) < free:
-                admitted.append(self._waiting.pop(0))
+            admitted = [r for r in self._waiting if id(r) not in heirs][: self.compute.free_slots()]
+            taken = {id(r) for r in admitted}
+            self._waiting = [r for r in self._waiting if id(r) not in taken]
         for r in admitted:
             self._running.append(r)
             self._advance(r, None)  # runs it to its first compute (it claims its slot)
