@@ -71,10 +71,15 @@ class SamplingParams:
     # llama.cpp's t_max_predict_ms: once this long has passed since the first token, and a newline
     # has been generated, the completion ends with what it has ("length")
     max_predict_ms: float | None = None
+    # a suggestion as long as the model is sure of it: it ends before a token the model gives less
+    # than this probability (never while it is only white space). None: the whole completion
+    min_token_prob: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
+        if self.min_token_prob is not None and not 0 <= self.min_token_prob <= 1:
+            raise ValueError("min_token_prob must be in [0, 1]")
         if self.temperature < 0:
             raise ValueError("temperature must be >= 0")
         if not 0 < self.top_p <= 1:

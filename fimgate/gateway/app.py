@@ -159,6 +159,7 @@ def create_app(
                 stop=stop,
                 seed=body.seed,
                 max_predict_ms=body.max_predict_ms,
+                min_token_prob=body.min_token_prob,
             )
             state = EditorState(
                 user_id=user_of(request, body.user),

@@ -58,6 +58,9 @@ class CompletionRequest(BaseModel):
     # a time budget (llama.cpp's t_max_predict_ms): once this long after the first token, the
     # suggestion ends at the next complete line - a multi-line one shows its first lines sooner
     max_predict_ms: StrictInt | None = Field(None, ge=1, le=MAX_PREDICT_MS)
+    # the suggestion ends before a token the model gives less than this probability (editors ask
+    # for what the model is sure of; never while it is only white space)
+    min_token_prob: float | None = Field(None, ge=0.0, le=1.0, strict=True)
     # other files' text shown before the current file's (llama.cpp /infill's shape and order:
     # oldest first); the planner keeps the newest that fit its budget
     input_extra: list[InfillChunk] = Field(default_factory=list, max_length=64)
@@ -72,7 +75,7 @@ class CompletionRequest(BaseModel):
         _within_extra_budget(self.input_extra)
         return self
 
-    _numbers = field_validator("temperature", "top_p", mode="before")(_finite)
+    _numbers = field_validator("temperature", "top_p", "min_token_prob", mode="before")(_finite)
 
     @field_validator("n", "best_of")
     @classmethod

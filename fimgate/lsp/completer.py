@@ -47,6 +47,7 @@ class HttpCompleter:
             "document": uri,
             "multiline": multiline,
             "max_predict_ms": sampling.max_predict_ms,
+            "min_token_prob": sampling.min_token_prob,
             "input_extra": [{"filename": c.path, "text": c.text} for c in context],
             "stream": on_text is not None,
         }

@@ -179,7 +179,9 @@ def create_server(
     def _asker(ls: FimLanguageServer, completer, uri: str, doc, text: str, cursor: int):
         """A call that asks `completer` for the suggestion at `cursor` (with the settings now)."""
         s = ls.settings
-        sampling = SamplingParams(max_tokens=s.max_tokens, max_predict_ms=s.max_predict_ms or None)
+        sampling = SamplingParams(
+            max_tokens=s.max_tokens, max_predict_ms=s.max_predict_ms or None, min_token_prob=s.min_token_prob or None
+        )
 
         def ask(on_text=None):
             # the service shapes the text (single/multi-line, clean-up): the server only carries it

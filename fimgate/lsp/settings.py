@@ -17,6 +17,7 @@ class LspSettings:
     multiline: bool = False
     timeout_ms: int = 5000  # past this the editor gets no suggestion rather than a wait
     max_predict_ms: int = 200  # once this long after the first token, end at the next complete line (0: no budget)
+    min_token_prob: float = 0.0  # end before a token the model gives less than this probability (0: never)
     user: str = "local"
     context_chars: int = 3000  # other open documents' text around their last edit, shown before this one (0: none)
     context_exclude: tuple[str, ...] = ()  # globs of documents never used as context nor completed in (besides secrets)
@@ -39,6 +40,7 @@ class LspSettings:
             "multiline": "multiline",
             "timeoutMs": "timeout_ms",
             "maxPredictMs": "max_predict_ms",
+            "minTokenProb": "min_token_prob",
             "user": "user",
             "contextChars": "context_chars",
             "contextExclude": "context_exclude",
@@ -57,6 +59,9 @@ class LspSettings:
                 value = tuple(value) if ok else current
             elif isinstance(current, bool):
                 ok = isinstance(value, bool)
+            elif isinstance(current, float):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+                value = float(value) if ok else current
             elif isinstance(current, int):
                 ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100_000
             else:

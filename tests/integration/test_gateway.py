@@ -174,6 +174,18 @@ def test_time_budget_ends_a_multiline_suggestion_at_a_complete_line(url):
     assert bad.status_code == 400
 
 
+def test_min_token_prob_shows_what_the_model_is_sure_of(url):
+    """The same request with a probability floor: a beginning of the whole completion, shorter,
+    never empty; the usage says fewer tokens ran."""
+    body = {"prompt": "class Point:\n    def __init__(self, x, y):\n", "suffix": "\n\np = Point(1, 2)\n", "max_tokens": 48}
+    body |= {"multiline": True, "document": "sure.py"}
+    whole = httpx.post(url + "/v1/completions", json={**body, "user": "whole"}, timeout=120).json()
+    sure = httpx.post(url + "/v1/completions", json={**body, "user": "sure", "min_token_prob": 0.999}, timeout=120).json()
+    text, short = whole["choices"][0]["text"], sure["choices"][0]["text"]
+    assert short and text.startswith(short) and len(short) < len(text), (short, text)
+    assert sure["usage"]["completion_tokens"] < whole["usage"]["completion_tokens"]
+
+
 UTIL = (
     "def clamp(value, low, high):\n    return max(low, min(value, high))\n\n\n"
     "def mean(values):\n    return sum(values) / len(values)\n"

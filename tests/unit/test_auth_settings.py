@@ -29,3 +29,11 @@ def test_settings_update_keeps_old_values_for_bad_input():
     assert s.debounce_ms == 250 and s.max_tokens == LspSettings().max_tokens and s.gateway == "http://127.0.0.1:1"
     assert LspSettings().update(None) == LspSettings()
     assert LspSettings().update({"fimgate": {"debounceMs": -5}}).debounce_ms == LspSettings().debounce_ms
+
+
+def test_a_probability_setting_takes_a_number_in_0_1_and_keeps_the_old_value_otherwise():
+    base = LspSettings()
+    assert base.update({"fimgate": {"minTokenProb": 0.35}}).min_token_prob == 0.35
+    assert base.update({"fimgate": {"minTokenProb": 1}}).min_token_prob == 1.0
+    for bad in (1.5, -0.1, "0.3", True, None):
+        assert base.update({"fimgate": {"minTokenProb": bad}}).min_token_prob == base.min_token_prob

@@ -88,3 +88,31 @@ def test_a_time_budget_ends_after_a_complete_line_never_before():
     assert out.text == " x y\n" and out.finish == "length"  # time was up at once; it ran to the line's end
     out, _, _ = _run(script, sampling=SamplingParams(max_tokens=8, max_predict_ms=60_000))
     assert out.text == " x y\n x y\n x y"  # a budget not reached changes nothing
+
+
+def test_min_token_prob_ends_the_suggestion_before_the_first_token_the_model_is_unsure_of():
+    """' x' sure, ' y' sure, then '\\n' at 40% (the rest spread over the others): with 0.5 the
+    suggestion is what the model was sure of; without, all of it. A first token below it is kept."""
+
+    def confident(tok: int, p: float) -> torch.Tensor:
+        x = torch.full((len(VOCAB),), float(torch.log(torch.tensor((1 - p) / (len(VOCAB) - 1)))))
+        x[tok] = float(torch.log(torch.tensor(p)))
+        return x  # softmax: p on tok
+
+    seq = [confident(4, 0.9), confident(6, 0.95), confident(5, 0.4), confident(4, 0.9)]
+
+    def run(min_prob, first_p=0.9):
+        seq[0] = confident(4, first_p)
+        plan = FimPlan((1,), "u", "s", sampling=SamplingParams(max_tokens=4, min_token_prob=min_prob))
+        calls = iter(seq[1:])
+        gen = stepped(decode(plan, seq[0], VOCAB, TextPrefixIndex(VOCAB, {EOS}), EOS, 4, CancelToken()), lambda *a: next(calls))
+        try:
+            while True:
+                next(gen)
+        except StopIteration as done:
+            return done.value
+
+    sure = run(0.5)
+    assert (sure.text, sure.finish, sure.num_out) == (" x y", "stop", 2)
+    assert run(None).text == " x y\n x"
+    assert run(0.5, first_p=0.3).text == " x y"  # the first token stays, however unsure

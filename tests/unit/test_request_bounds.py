@@ -30,6 +30,8 @@ def _client(keys=None, keyed_status=False):
         ("/infill", {"t_max_predict_ms": 10**15}, "t_max_predict_ms"),
         ("/infill", {"id_slot": 10**30}, "id_slot"),
         ("/infill", {"t_max_prompt_ms": -(10**20)}, "t_max_prompt_ms"),
+        ("/v1/completions", {"min_token_prob": 1.5}, "min_token_prob"),
+        ("/v1/completions", {"min_token_prob": "0.3"}, "min_token_prob"),
         ("/v1/completions", {"n": 2}, "one completion per request"),
         ("/v1/completions", {"best_of": 3}, "one completion per request"),
         ("/v1/completions", {"logprobs": 5}, "log probabilities"),

@@ -28,6 +28,7 @@ import {
 } from "./logic";
 
 let status: vscode.StatusBarItem;
+const MIN_TOKEN_PROB = 0; // the default of fimgate.minTokenProb (package.json says the same)
 const MOVE_REST_MS = 150; // a cursor still this long after a move without an edit: pre-warm there
 
 function settings(): Settings & { enabled: boolean; contextExclude: string[] } {
@@ -39,6 +40,7 @@ function settings(): Settings & { enabled: boolean; contextExclude: string[] } {
     maxTokens: c.get("maxTokens", 48),
     cacheEntries: c.get("cacheEntries", 32),
     maxPredictMs: c.get("maxPredictMs", 200),
+    minTokenProb: c.get("minTokenProb", MIN_TOKEN_PROB),
     showPartialAfterMs: c.get("showPartialAfterMs", 0),
     contextChars: c.get("contextChars", 3000),
     contextExclude: c.get("contextExclude", [] as string[]),

@@ -107,6 +107,7 @@ export interface Settings {
   maxTokens: number;
   cacheEntries: number;
   maxPredictMs: number;
+  minTokenProb: number;
   showPartialAfterMs: number;
   contextChars: number;
 }
@@ -118,6 +119,7 @@ export function requestBody(uri: string, text: string, offset: number, s: Settin
     suffix: text.slice(offset),
     max_tokens: s.maxTokens,
     ...(s.maxPredictMs > 0 ? { max_predict_ms: s.maxPredictMs } : {}),
+    ...(s.minTokenProb > 0 ? { min_token_prob: s.minTokenProb } : {}),
     ...(context.length ? { input_extra: context } : {}),
     document: uri,
     stream: true,

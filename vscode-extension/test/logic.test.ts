@@ -56,10 +56,11 @@ describe("lineRest", () => {
 
 describe("requestBody", () => {
   it("splits the document at the cursor and names the document", () => {
-    const body = requestBody("file:///a.py", "abcdef", 2, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 0, showPartialAfterMs: 0, contextChars: 0 });
+    const body = requestBody("file:///a.py", "abcdef", 2, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 0, minTokenProb: 0, showPartialAfterMs: 0, contextChars: 0 });
     assert.deepStrictEqual(body, { prompt: "ab", suffix: "cdef", max_tokens: 7, document: "file:///a.py", stream: true });
-    const timed = requestBody("u", "ab", 1, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 200, showPartialAfterMs: 0, contextChars: 0 });
+    const timed = requestBody("u", "ab", 1, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 200, minTokenProb: 0.5, showPartialAfterMs: 0, contextChars: 0 });
     assert.strictEqual(timed.max_predict_ms, 200);
+    assert.strictEqual(timed.min_token_prob, 0.5);
   });
 });
 

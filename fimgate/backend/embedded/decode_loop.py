@@ -10,7 +10,8 @@ same plan the same way. The two hints say what the next pick reads of the logits
 may skip the rest of its output head: argmax_only, the pick is greedy (only the argmax need be
 right); only_ids, the pick is restricted to these tokens (a healing constraint: only their
 entries are read, the others may be anything). A cancelled request may be sent None instead
-of logits: the loop stops before it reads them.
+of logits: the loop stops before it reads them. With `min_token_prob` the text ends before the
+first token the model gives less than that probability once it holds more than white space.
 
 Speculation (greedy only, given a `drafter`): a NextToken may carry draft tokens to run as
 extra rows after its token, and is then sent a list of logits, one per row run (the caller may
@@ -107,6 +108,9 @@ def decode(
         if tok in stop_ids and not healing.pending:
             finish = "stop"
             break
+        if stops.text.strip() and not healing.pending and unsure(logits, tok, plan.sampling.min_token_prob):
+            finish = "stop"  # the model is no longer sure: what it is sure of is the suggestion
+            break
         num_out += not healing.pending
         data = healing.take(token_bytes[tok])
         piece = stops.feed(data) if data else ""
@@ -142,6 +146,15 @@ def decode(
     if tail and finish != "cancelled":
         yield TextDelta(tail)
     return Decoded(stops.text, num_out, t_first, finish, len(draft), drafted, accepted)
+
+
+def unsure(logits: torch.Tensor, tok: int, min_prob: float | None) -> bool:
+    """Whether the model gives `tok` less than `min_prob` (None: never). A greedy step's logits
+    are exact for the argmax and screened approximations elsewhere (screened_head.py): close
+    enough for a threshold."""
+    if min_prob is None:
+        return False
+    return float(torch.softmax(logits.float(), dim=-1)[tok]) < min_prob
 
 
 def stepped(
