@@ -17,7 +17,7 @@ class LspSettings:
     multiline: bool = False
     timeout_ms: int = 5000  # past this the editor gets no suggestion rather than a wait
     max_predict_ms: int = 200  # once this long after the first token, end at the next complete line (0: no budget)
-    min_token_prob: float = 0.0  # end before a token the model gives less than this probability (0: never)
+    min_token_prob: float = 0.6  # end before a token the model gives less than this probability (0: never; docs/benchmarks.md)
     user: str = "local"
     context_chars: int = 3000  # other open documents' text around their last edit, shown before this one (0: none)
     context_exclude: tuple[str, ...] = ()  # globs of documents never used as context nor completed in (besides secrets)

@@ -28,7 +28,7 @@ import {
 } from "./logic";
 
 let status: vscode.StatusBarItem;
-const MIN_TOKEN_PROB = 0; // the default of fimgate.minTokenProb (package.json says the same)
+const MIN_TOKEN_PROB = 0.6; // the default of fimgate.minTokenProb (package.json says the same)
 const MOVE_REST_MS = 150; // a cursor still this long after a move without an edit: pre-warm there
 
 function settings(): Settings & { enabled: boolean; contextExclude: string[] } {
