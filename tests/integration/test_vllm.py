@@ -215,6 +215,19 @@ def test_the_same_document_from_two_users_never_shares_cached_tokens(gateway):
     assert health["moves"] == 0 and len(health["servers"]) == 2
 
 
+def test_a_probability_floor_cuts_vllms_stream_to_what_the_model_is_sure_of(gateway):
+    """min_token_prob on vLLM (its sampled tokens' log probabilities): a beginning of the whole
+    completion, not empty."""
+    doc = open(os.path.join(ROOT, "fimgate", "backend", "block_tree.py"), encoding="utf-8").read()
+    cut = doc.index("    def match(")
+    body = {"prompt": doc[:cut], "suffix": doc[cut:], "max_tokens": 16, "document": "floor.py", "multiline": True}
+    whole = httpx.post(f"{gateway}/v1/completions", json={**body, "user": "floor"}, timeout=120)
+    sure = httpx.post(f"{gateway}/v1/completions", json={**body, "user": "floor", "min_token_prob": 0.999}, timeout=120)
+    assert whole.status_code == sure.status_code == 200, sure.text
+    text, short = whole.json()["choices"][0]["text"], sure.json()["choices"][0]["text"]
+    assert short.strip() and text.startswith(short) and len(short) < len(text), (short, text)
+
+
 def test_each_keystroke_of_an_efim_session_is_a_prefix_hit_in_vllm(servers, tokenizer):
     """One person types a line; each keystroke's request waits for the one before (no supersede, no
     type-through): vLLM's own cached_tokens for every EFIM append covers the prompt but its last

@@ -2,6 +2,7 @@
 tests/integration/test_vllm.py): request bodies, healing, salts, routing and failover."""
 
 import json
+import math
 import re
 
 import httpx
@@ -163,3 +164,38 @@ def test_with_no_hit_anywhere_a_person_stays_home_and_new_people_spread():
     assert other != first  # the emptier cache
     moved, predicted = r.pick("alice", tuple(range(500, 540)))  # a new window: no blocks anywhere
     assert predicted == 0 and moved == first and r.moves == 0
+
+
+def test_min_token_prob_asks_for_logprobs_and_ends_the_stream_before_an_unsure_token():
+    """The embedded engine's rule on vLLM: the sampled tokens' log probabilities come with the
+    stream, and the suggestion ends before the first the model gave less than the floor (once
+    it holds more than white space); the stream is closed there."""
+    seen = []
+
+    def chunk(tokens, probs):
+        lp = {"tokens": tokens, "token_logprobs": [math.log(p) for p in probs]}
+        return {"choices": [{"index": 0, "text": "".join(tokens), "logprobs": lp, "finish_reason": None}]}
+
+    def handler(req: httpx.Request):
+        seen.append(json.loads(req.content))
+        chunks = [chunk(["  ", "return"], [0.3, 0.9]), chunk([" a", " +"], [0.8, 0.4]), chunk([" b"], [0.9])]
+        return httpx.Response(200, content=_sse(chunks))
+
+    b = _backend(handler)
+    plan = FimPlan(tuple(range(100)), "alice", "doc.py", sampling=SamplingParams(max_tokens=8, min_token_prob=0.5))
+    final = last_finished(b.generate(plan))
+    assert seen[0]["logprobs"] == 0
+    assert final.text == "  return a" and final.usage.finish_reason == "stop"  # the unsure indent was kept
+    whole = last_finished(b.generate(_plan()))
+    assert whole.text == "  return a + b" and "logprobs" not in seen[1]
+
+
+def test_a_piece_whose_tokens_do_not_spell_it_is_judged_whole_by_its_first_token():
+    """Byte-level tokens ('Ġa') do not spell the text: the piece (vLLM's one token) is kept or
+    cut as one."""
+    from fimgate.backend.vllm.backend import _sure_part
+
+    piece = {"text": " a", "logprobs": {"tokens": ["Ġa"], "token_logprobs": [math.log(0.3)]}}
+    assert _sure_part(piece, "x =", "", 0.5) == ("", True)
+    assert _sure_part(piece, "x =", "", 0.2) == (" a", False)
+    assert _sure_part(piece, "  ", "", 0.5) == (" a", False)  # nothing but white space shown yet

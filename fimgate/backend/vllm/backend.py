@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -143,6 +144,8 @@ class VllmBackend:
             body["stop"] = list(s.stop)
         if s.seed is not None:
             body["seed"] = s.seed
+        if s.min_token_prob:
+            body["logprobs"] = 0  # each sampled token's own: the stream ends before an unsure one
         if plan.stop_token_ids:
             body["stop_token_ids"] = list(plan.stop_token_ids)
         if plan.healing:
@@ -224,12 +227,14 @@ class _Stream:
                 chunk = json.loads(line[6:])
                 if chunk.get("usage"):
                     usage = chunk["usage"]
+                unsure = False
                 for choice in chunk.get("choices", []):
                     if choice.get("text"):
                         if ttft_ms is None:
                             ttft_ms = (time.perf_counter() - t0) * 1000
-                        raw += choice["text"]
-                    finish = choice.get("finish_reason") or finish
+                        sure, unsure = _sure_part(choice, raw, heal, plan.sampling.min_token_prob)
+                        raw += sure
+                    finish = "stop" if unsure else choice.get("finish_reason") or finish
                 if plan.sampling.max_tokens == 0:
                     continue  # a pre-warm: vLLM generated one token to fill the cache; nobody sees it
                 visible = raw[len(heal) :] if raw.startswith(heal) else ("" if heal.startswith(raw) else raw)
@@ -237,6 +242,8 @@ class _Stream:
                     self.emitted = True
                     yield TextDelta(visible[len(text) :])
                     text = visible
+                if unsure:
+                    break  # closing the stream aborts the request in vLLM
         total_ms = (time.perf_counter() - t0) * 1000
         details = usage.get("prompt_tokens_details") or {}
         prompt = usage.get("prompt_tokens", len(plan.prompt_ids))
@@ -258,6 +265,29 @@ class _Stream:
                 finish_reason=finish,
             ),
         )
+
+
+def _sure_part(choice: dict, raw: str, heal: str, floor: float | None) -> tuple[str, bool]:
+    """The choice's text up to the first token the model gave less than `floor` once the
+    suggestion (the text after the healed part) holds more than white space, and whether it was
+    cut there (the embedded engine's rule, decode_loop.unsure). Token by token where the tokens
+    spell the text; otherwise the piece as one (vLLM streams a token a piece)."""
+    text = choice["text"]
+    lp = choice.get("logprobs") or {}
+    logprobs = [x for x in lp.get("token_logprobs") or [] if x is not None]
+    if not floor or not logprobs:
+        return text, False
+    tokens = lp.get("tokens") or []
+    if "".join(tokens) != text or len(tokens) != len(logprobs):
+        tokens, logprobs = [text], logprobs[:1]
+    sure = ""
+    for tok, logprob in zip(tokens, logprobs):
+        said = raw + sure
+        shown = said[len(heal) :] if said.startswith(heal) else ""
+        if shown.strip() and math.exp(logprob) < floor:
+            return sure, True
+        sure += tok
+    return sure, False
 
 
 def _error_message(r: httpx.Response) -> str:
