@@ -218,9 +218,8 @@ def test_the_same_document_from_two_users_never_shares_cached_tokens(gateway):
 def test_a_probability_floor_cuts_vllms_stream_to_what_the_model_is_sure_of(gateway):
     """min_token_prob on vLLM (its sampled tokens' log probabilities): a beginning of the whole
     completion, not empty."""
-    doc = open(os.path.join(ROOT, "fimgate", "backend", "block_tree.py"), encoding="utf-8").read()
-    cut = doc.index("    def match(")
-    body = {"prompt": doc[:cut], "suffix": doc[cut:], "max_tokens": 16, "document": "floor.py", "multiline": True}
+    body = {"prompt": "class Point:\n    def __init__(self, x, y):\n", "suffix": "\n\np = Point(1, 2)\n", "max_tokens": 32}
+    body |= {"multiline": True, "document": "floor.py"}  # (a beginning of the suffix would be dropped as text the file has)
     whole = httpx.post(f"{gateway}/v1/completions", json={**body, "user": "floor"}, timeout=120)
     sure = httpx.post(f"{gateway}/v1/completions", json={**body, "user": "floor", "min_token_prob": 0.999}, timeout=120)
     assert whole.status_code == sure.status_code == 200, sure.text
