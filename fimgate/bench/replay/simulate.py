@@ -32,9 +32,9 @@ from fimgate.bench.replay.strategies import Strategy, served
 from fimgate.bench.workloads.trace import TraceRequest
 from fimgate.efim.planner import EditorState
 
-# what the VS Code extension asks for (vscode-extension/package.json: maxTokens, maxPredictMs,
-# minTokenProb); the service adds the newline stop where it decides a single line
-REPLAY_SAMPLING = SamplingParams(max_tokens=48, max_predict_ms=200, min_token_prob=0.6)
+# what the VS Code extension asks for (vscode-extension/package.json: maxTokens, maxPredictMs); the
+# service adds the newline stop where it decides a single line
+REPLAY_SAMPLING = SamplingParams(max_tokens=48, max_predict_ms=200)
 
 
 @dataclass
