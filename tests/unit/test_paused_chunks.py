@@ -106,22 +106,39 @@ def test_a_less_urgent_arrival_does_not_pause_a_chunk():
     assert sched.paused_chunks == 0
 
 
-def test_a_request_cancelled_mid_chunk_stops_within_a_layer_when_another_user_waits():
+def _ann_cancelled_at_layer_5(then=None, later: dict | None = None):
+    """Ann's 64-token prefill (one chunk), cancelled while its layer 5 runs; at that moment
+    then(submit) queues what came with the cancel (submit(coro, priority, owner, prompt, cancel=None)),
+    and later[i](submit) at layer i. What ran, and what Ann's request was sent."""
     compute = _Recorded()
     sched = BatchScheduler(compute, threading.Lock())
     sched.drive_on(_Idle())
-    got, key, cancel = [], [], CancelToken()
+    got, cancel = [], CancelToken()
     threads = [_submit(sched, _warmup(64, got), cancel, 1.0, owner="ann", prompt=range(64))]
 
-    def next_key_of_someone_else():
-        cancel.cancel()
-        threads.append(_submit(sched, _key(key), CancelToken(), 2.0, owner="bob", prompt=range(65)))
+    def submit(coro, priority, owner, prompt, token=None):
+        threads.append(_submit(sched, coro, token or CancelToken(), priority, owner=owner, prompt=prompt))
 
-    compute.at_layer[5] = next_key_of_someone_else
+    def at_5():
+        cancel.cancel()
+        if then:
+            then(submit)
+
+    compute.at_layer[5] = at_5
+    compute.at_layer.update({i: (lambda f=f: f(submit)) for i, f in (later or {}).items()})
     _drain(sched)
     for t in threads:
         t.join(10)
-    assert compute.ran == [f"layer {i} of [0, 64)" for i in range(6)] + ["step"]
+    return compute, got
+
+
+CHUNK = [f"layer {i} of [0, 64)" for i in range(LAYERS)]
+
+
+def test_a_request_cancelled_mid_chunk_stops_within_a_layer_when_another_user_waits():
+    key = []
+    ran, got = _ann_cancelled_at_layer_5(lambda submit: submit(_key(key), 2.0, "bob", range(65)))
+    assert ran.ran == CHUNK[:6] + ["step"]
     assert got == [None]  # told it was cancelled: its chunk's positions are not counted done
 
 
@@ -129,104 +146,51 @@ def test_a_cancelled_chunk_runs_to_its_end_for_the_same_persons_next_key_which_w
     """The person's next key at the same place: its prompt shares the chunk's tokens, so the
     chunk is not dropped (it would be computed again for that key), and the key is not admitted
     beside it (it would claim another slot and compute them again there)."""
-    compute = _Recorded()
-    sched = BatchScheduler(compute, threading.Lock())
-    sched.drive_on(_Idle())
-    got, key, cancel = [], [], CancelToken()
-    threads = [_submit(sched, _warmup(64, got), cancel, 1.0, owner="ann", prompt=range(64))]
-
-    def next_key():
-        cancel.cancel()
-        threads.append(_submit(sched, _key(key), CancelToken(), 2.0, owner="ann", prompt=[*range(63), 99, 100]))
-
-    compute.at_layer[5] = next_key
-    _drain(sched)
-    for t in threads:
-        t.join(10)
-    assert compute.ran == [f"layer {i} of [0, 64)" for i in range(LAYERS)] + ["step"]
+    key = []
+    ran, got = _ann_cancelled_at_layer_5(lambda submit: submit(_key(key), 2.0, "ann", [*range(63), 99, 100]))
+    assert ran.ran == CHUNK + ["step"]
     assert len(got) == 1 and isinstance(got[0], torch.Tensor)  # its positions counted done: the slot keeps them
     assert len(key) == 1
 
 
 def test_a_cancelled_chunk_the_next_request_shares_little_of_stops_within_a_layer():
-    compute = _Recorded()
-    sched = BatchScheduler(compute, threading.Lock())
-    sched.drive_on(_Idle())
-    got, key, cancel = [], [], CancelToken()
-    threads = [_submit(sched, _warmup(64, got), cancel, 1.0, owner="ann", prompt=range(64))]
-
-    def jump_elsewhere():
-        cancel.cancel()
-        threads.append(_submit(sched, _key(key), CancelToken(), 2.0, owner="ann", prompt=[*range(31), 7, 7]))
-
-    compute.at_layer[5] = jump_elsewhere
-    _drain(sched)
-    for t in threads:
-        t.join(10)
-    assert compute.ran == [f"layer {i} of [0, 64)" for i in range(6)] + ["step"]
+    key = []
+    ran, got = _ann_cancelled_at_layer_5(lambda submit: submit(_key(key), 2.0, "ann", [*range(31), 7, 7]))
+    assert ran.ran == CHUNK[:6] + ["step"]
     assert got == [None]
 
 
 def test_a_more_urgent_request_still_pauses_a_chunk_finished_for_an_heir():
     """The chunk runs at its heir's urgency: another person's key that came before the heir
     is served between two of its layers."""
-    compute = _Recorded()
-    sched = BatchScheduler(compute, threading.Lock())
-    sched.drive_on(_Idle())
-    got, key, other, cancel = [], [], [], CancelToken()
-    threads = [_submit(sched, _warmup(64, got), cancel, 1.0, owner="ann", prompt=range(64))]
+    key, other = [], []
 
-    def next_key_after_bobs():
-        threads.append(_submit(sched, _key(other), CancelToken(), 1.5, owner="bob", prompt=range(9)))
-        cancel.cancel()
-        threads.append(_submit(sched, _key(key), CancelToken(), 2.0, owner="ann", prompt=range(65)))
+    def bobs_key_then_anns(submit):
+        submit(_key(other), 1.5, "bob", range(9))
+        submit(_key(key), 2.0, "ann", range(65))
 
-    compute.at_layer[5] = next_key_after_bobs
-    _drain(sched)
-    for t in threads:
-        t.join(10)
-    chunk = [f"layer {i} of [0, 64)" for i in range(LAYERS)]
-    assert compute.ran == chunk[:6] + ["step"] + chunk[6:] + ["step"]
+    ran, got = _ann_cancelled_at_layer_5(bobs_key_then_anns)
+    assert ran.ran == CHUNK[:6] + ["step"] + CHUNK[6:] + ["step"]
     assert len(key) == len(other) == 1 and isinstance(got[0], torch.Tensor)
 
 
 def test_a_request_cancelled_with_nobody_waiting_runs_its_chunk_on():
     """Nobody is held by it, and the person's next request (sent just after the cancel) may
     reuse it; a request that comes and is not its heir stops it within a layer (above)."""
-    compute = _Recorded()
-    sched = BatchScheduler(compute, threading.Lock())
-    sched.drive_on(_Idle())
-    got, cancel = [], CancelToken()
-    threads = [_submit(sched, _warmup(64, got), cancel, 1.0, owner="ann", prompt=range(64))]
-    compute.at_layer[5] = cancel.cancel
-    _drain(sched)
-    for t in threads:
-        t.join(10)
-    assert compute.ran == [f"layer {i} of [0, 64)" for i in range(LAYERS)]
+    ran, _ = _ann_cancelled_at_layer_5()
+    assert ran.ran == CHUNK
 
 
 def test_a_cancelled_heir_waiting_does_not_stop_the_chunk_before_the_next_one_comes():
     """Keys faster than the chunk: the heir is cancelled in turn while it waits, and the key after
     it (its own heir) arrives a moment later; the chunk runs on for that one."""
-    compute = _Recorded()
-    sched = BatchScheduler(compute, threading.Lock())
-    sched.drive_on(_Idle())
-    got, keys, cancels = [], [[], []], [CancelToken(), CancelToken()]
-    threads = [_submit(sched, _warmup(64, got), cancels[0], 1.0, owner="ann", prompt=range(64))]
-
-    def next_key():
-        cancels[0].cancel()
-        threads.append(_submit(sched, _key(keys[0]), cancels[1], 2.0, owner="ann", prompt=range(65)))
-
-    def the_key_after():
-        cancels[1].cancel()
-
-    def and_its_request():
-        threads.append(_submit(sched, _key(keys[1]), CancelToken(), 3.0, owner="ann", prompt=range(66)))
-
-    compute.at_layer.update({5: next_key, 9: the_key_after, 11: and_its_request})
-    _drain(sched)
-    for t in threads:
-        t.join(10)
-    assert compute.ran == [f"layer {i} of [0, 64)" for i in range(LAYERS)] + ["step"]
+    keys, heir_cancel = [[], []], CancelToken()
+    ran, _ = _ann_cancelled_at_layer_5(
+        lambda submit: submit(_key(keys[0]), 2.0, "ann", range(65), heir_cancel),
+        later={
+            9: lambda submit: heir_cancel.cancel(),  # the key after it
+            11: lambda submit: submit(_key(keys[1]), 3.0, "ann", range(66)),  # and its request
+        },
+    )
+    assert ran.ran == CHUNK + ["step"]
     assert keys[0] == [None] and len(keys[1]) == 1 and isinstance(keys[1][0], torch.Tensor)

@@ -86,6 +86,7 @@ def decode(
     healing = HealingCursor(heal_index, plan.healing.text.encode("utf-8"))
     greedy = plan.sampling.temperature == 0
     budget_s = None if plan.sampling.max_predict_ms is None else plan.sampling.max_predict_ms / 1000
+    floor = plan.sampling.min_token_prob
     t_first = None
     num_out = 0
     finish = "length"
@@ -108,7 +109,7 @@ def decode(
         if tok in stop_ids and not healing.pending:
             finish = "stop"
             break
-        if stops.text.strip() and not healing.pending and unsure(logits, tok, plan.sampling.min_token_prob):
+        if floor is not None and not healing.pending and stops.text.strip() and unsure(logits, tok, floor):
             finish = "stop"  # the model is no longer sure: what it is sure of is the suggestion
             break
         num_out += not healing.pending
@@ -148,12 +149,10 @@ def decode(
     return Decoded(stops.text, num_out, t_first, finish, len(draft), drafted, accepted)
 
 
-def unsure(logits: torch.Tensor, tok: int, min_prob: float | None) -> bool:
-    """Whether the model gives `tok` less than `min_prob` (None: never). A greedy step's logits
-    are exact for the argmax and screened approximations elsewhere (screened_head.py): close
-    enough for a threshold."""
-    if min_prob is None:
-        return False
+def unsure(logits: torch.Tensor, tok: int, min_prob: float) -> bool:
+    """Whether the model gives `tok` less than `min_prob`. A greedy step's logits are exact for
+    the argmax and screened approximations elsewhere (screened_head.py): close enough for a
+    threshold."""
     return float(torch.softmax(logits.float(), dim=-1)[tok]) < min_prob
 
 

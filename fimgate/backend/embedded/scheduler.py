@@ -279,8 +279,7 @@ class BatchScheduler:
         """A request more urgent than r has arrived and a slot is free to admit it (a racy read
         of the list: a request appended just after it is seen after the next layer)."""
         urgency = self._urgency(r)
-        waiting = [q for q in self._waiting[:] if not q.cancel.cancelled]
-        return any(q.priority < urgency for q in waiting) and self.compute.free_slots() > 0
+        return any(q.priority < urgency and not q.cancel.cancelled for q in self._waiting[:]) and self.compute.free_slots() > 0
 
     def _heir(self, r: _Request) -> _Request | None:
         """The most urgent waiting request of r's user whose prompt shares at least half the
