@@ -32,7 +32,10 @@
 #include <stdint.h>
 #include <string.h>
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && !defined(FIMGATE_NO_SIMD)
-#define QUANT_SIMD 1
+#define QUANT_SIMD 1  /* AVX-512 VNNI: a group's 16 rows in one 64-byte vector */
+#include <immintrin.h>
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(FIMGATE_NO_SIMD)
+#define QUANT_SIMD 2  /* AVX2: the same vectors as two 32-byte halves (rows 0-7, 8-15) */
 #include <immintrin.h>
 #else
 #define QUANT_SIMD 0
@@ -162,7 +165,7 @@ static inline void scale_of(const uint8_t *g, int f, int64_t b, int r, int h, fl
 
 /* ---- one group of R rows against a tile of up to XT rows of x: out[i][r] ---------------------- */
 
-#if QUANT_SIMD
+#if QUANT_SIMD == 1
 /* the chunk vectors of block `rec`: w[c] lane r = 4 unsigned values of row r */
 static inline __attribute__((always_inline)) void unpack(const uint8_t *rec, const int f, __m512i w[8]) {
     const uint8_t *hb = rec + scale_bytes(f), *vals = hb + high_bytes(f);
@@ -259,6 +262,134 @@ static inline __attribute__((always_inline)) void group_tile(const uint8_t *g, c
         }
     }
     for (int i = 0; i < mt; i++) _mm512_storeu_ps(out + i * R, y[i]);
+}
+#elif QUANT_SIMD == 2
+/* AVX2 (most laptops and AMD before Zen 4): the AVX-512 path above, each 64-byte vector as two
+ * 32-byte halves, h = 0 for rows 0-7 and h = 1 for rows 8-15. vpdpbusd becomes vpmaddubsw (u8 x s8
+ * pairs to int16) then vpmaddwd against ones (pairs to int32): exact for 4-6 bit values (a pair is
+ * at most 2 * 63 * 127 < 32767); 8-bit values are made signed first (w - 128: Q8_0's own q) and
+ * multiplied as |w| times x with w's sign (a pair at most 2 * 128 * 127), so their sums are already
+ * less 128 * sum(x), the offset the other paths subtract. */
+static inline __attribute__((always_inline)) void unpack2(const uint8_t *rec, const int f, const int h, __m256i w[8]) {
+    const uint8_t *hb = rec + scale_bytes(f), *vals = hb + high_bytes(f);
+    const __m256i lo4 = _mm256_set1_epi8(0x0f);
+    if (bits(f) == 8) {
+        for (int c = 0; c < 8; c++) w[c] = _mm256_loadu_si256((const __m256i *)(vals + 64 * c + 32 * h));
+        return;
+    }
+    for (int c = 0; c < 4; c++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(vals + 64 * c + 32 * h));
+        w[c] = _mm256_and_si256(v, lo4);
+        w[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+    }
+    if (bits(f) == 5) {  /* bit c of each byte -> bit 4 */
+        __m256i hi = _mm256_loadu_si256((const __m256i *)(hb + 32 * h));
+        const __m256i b4 = _mm256_set1_epi8(0x10);
+        w[0] = _mm256_or_si256(w[0], _mm256_and_si256(_mm256_slli_epi16(hi, 4), b4));
+        w[1] = _mm256_or_si256(w[1], _mm256_and_si256(_mm256_slli_epi16(hi, 3), b4));
+        w[2] = _mm256_or_si256(w[2], _mm256_and_si256(_mm256_slli_epi16(hi, 2), b4));
+        w[3] = _mm256_or_si256(w[3], _mm256_and_si256(_mm256_slli_epi16(hi, 1), b4));
+        w[4] = _mm256_or_si256(w[4], _mm256_and_si256(hi, b4));
+        w[5] = _mm256_or_si256(w[5], _mm256_and_si256(_mm256_srli_epi16(hi, 1), b4));
+        w[6] = _mm256_or_si256(w[6], _mm256_and_si256(_mm256_srli_epi16(hi, 2), b4));
+        w[7] = _mm256_or_si256(w[7], _mm256_and_si256(_mm256_srli_epi16(hi, 3), b4));
+    }
+    if (bits(f) == 6) {  /* bits 2c, 2c+1 of each byte -> bits 4, 5 */
+        const __m256i b45 = _mm256_set1_epi8(0x30);
+        for (int half = 0; half < 2; half++) {
+            __m256i hi = _mm256_loadu_si256((const __m256i *)(hb + 64 * half + 32 * h));
+            __m256i *v = w + 4 * half;
+            v[0] = _mm256_or_si256(v[0], _mm256_and_si256(_mm256_slli_epi16(hi, 4), b45));
+            v[1] = _mm256_or_si256(v[1], _mm256_and_si256(_mm256_slli_epi16(hi, 2), b45));
+            v[2] = _mm256_or_si256(v[2], _mm256_and_si256(hi, b45));
+            v[3] = _mm256_or_si256(v[3], _mm256_and_si256(_mm256_srli_epi16(hi, 2), b45));
+        }
+    }
+}
+
+/* acc + per 32-bit lane: the 4 products of w's bytes and x's 4 bytes (w unsigned <= 63, or with
+ * `sign`, w signed: 8-bit values less 128) */
+static inline __attribute__((always_inline)) __m256i dot4(__m256i acc, __m256i w, int32_t x4, const int sign) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i x = _mm256_set1_epi32(x4), p;
+    if (sign)
+        p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));  /* |w| <= 128, |x| <= 127 */
+    else
+        p = _mm256_maddubs_epi16(w, x);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+}
+
+static inline __m256 cvt_half8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline __m256 cvt_u8x8(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+static inline __m256 cvt_i8x8(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* rows 8h .. 8h+7 of the group */
+static inline __attribute__((always_inline)) void group_half(const uint8_t *g, const int f, int64_t nb, const int8_t *xq,
+                                                              const float *dx, const int32_t *xs, int64_t k, const int mt,
+                                                              const int h, float *out) {
+    __m256 y[XT];
+    __m256 d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
+    const int eight = bits(f) == 8;
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int i = 0; i < mt; i++) y[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *rec = record(g, f, b);
+        if (is_k(f) && b % SB == 0) {
+            const uint8_t *hd = header(g, f, b);
+            d = cvt_half8(hd + 16 * h);
+            if (f != Q6_K) dmin = cvt_half8(hd + 32 + 16 * h);
+        }
+        __m256i w[8];
+        unpack2(rec, f, h, w);
+        if (eight)
+            for (int c = 0; c < 8; c++) w[c] = _mm256_xor_si256(w[c], flip);  /* w - 128, as int8 */
+        __m256 s0, s1 = _mm256_setzero_ps(), o = _mm256_setzero_ps();
+        if (f == Q6_K) {
+            s0 = _mm256_mul_ps(d, cvt_i8x8(rec + 8 * h));
+            s1 = _mm256_mul_ps(d, cvt_i8x8(rec + R + 8 * h));
+        } else if (is_k(f)) {
+            s0 = _mm256_mul_ps(d, cvt_u8x8(rec + 8 * h));
+            o = _mm256_mul_ps(dmin, cvt_u8x8(rec + R + 8 * h));  /* subtracted below */
+        } else {
+            s0 = cvt_half8(rec + 16 * h);
+            if (f == Q4_1 || f == Q5_1) o = cvt_half8(rec + 32 + 16 * h);
+        }
+        for (int i = 0; i < mt; i++) {
+            const int32_t *xb = (const int32_t *)(xq + i * k + b * QB);
+            __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) a0 = dot4(a0, w[c], xb[c], eight);
+            for (int c = 4; c < 8; c++) a1 = dot4(a1, w[c], xb[c], eight);
+            float dxb = dx[i * nb + b];
+            int32_t x0 = xs[i * 2 * nb + 2 * b], x1 = xs[i * 2 * nb + 2 * b + 1];
+            __m256 vdx = _mm256_set1_ps(dxb);
+            if (f == Q6_K) {
+                a0 = _mm256_sub_epi32(a0, _mm256_set1_epi32(32 * x0));
+                a1 = _mm256_sub_epi32(a1, _mm256_set1_epi32(32 * x1));
+                y[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), _mm256_mul_ps(s0, vdx), y[i]);
+                y[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(s1, vdx), y[i]);
+            } else if (offset_c(f)) {  /* (8-bit: the sums are already of w - 128) */
+                int32_t off = eight ? 0 : offset_c(f) * (x0 + x1);
+                __m256i a = _mm256_sub_epi32(_mm256_add_epi32(a0, a1), _mm256_set1_epi32(off));
+                y[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(s0, vdx), y[i]);
+            } else {
+                y[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a0, a1)), _mm256_mul_ps(s0, vdx), y[i]);
+                __m256 sx = _mm256_set1_ps(dxb * (float)(x0 + x1));
+                y[i] = is_k(f) ? _mm256_fnmadd_ps(o, sx, y[i]) : _mm256_fmadd_ps(o, sx, y[i]);
+            }
+        }
+    }
+    for (int i = 0; i < mt; i++) _mm256_storeu_ps(out + i * R + 8 * h, y[i]);
+}
+
+static inline __attribute__((always_inline)) void group_tile(const uint8_t *g, const int f, int64_t nb, const int8_t *xq,
+                                                              const float *dx, const int32_t *xs, int64_t k, const int mt,
+                                                              float *out) {
+    group_half(g, f, nb, xq, dx, xs, k, mt, 0, out);
+    group_half(g, f, nb, xq, dx, xs, k, mt, 1, out);
 }
 #else
 static inline void group_tile(const uint8_t *g, const int f, int64_t nb, const int8_t *xq, const float *dx,

@@ -4,8 +4,8 @@
     y = quant_linear(x, m)           # x (n, cols) fp32 -> (n, rows) fp32; x quantized per 32 values
     w = dequantize(m, torch.bfloat16)  # the whole matrix (or rows of it), for a prompt's GEMM
 
-The products are fimgate/kernels/quant_gemv.c's (AVX-512 VNNI where the CPU has it, plain loops
-elsewhere, the same integer sums). Without a C compiler there is no quantized path: the weights
+The products are fimgate/kernels/quant_gemv.c's (AVX-512 VNNI or AVX2 where the CPU has them,
+plain loops elsewhere, the same integer sums). Without a C compiler there is no quantized path: the weights
 are then dequantized at load (fimgate/backend/model/weights.py decides).
 """
 
@@ -38,17 +38,18 @@ SIGNATURES = {
     "quant_simd": ([], ctypes.c_int),
 }
 KERNEL = cpu_build.Kernel("quant_gemv", SIGNATURES)
-PLAIN_KERNEL = cpu_build.Kernel("quant_gemv", SIGNATURES, defines=("FIMGATE_NO_SIMD",))  # the loops CPUs without VNNI run
+PLAIN_KERNEL = cpu_build.Kernel("quant_gemv", SIGNATURES, defines=("FIMGATE_NO_SIMD",))  # the loops CPUs without AVX2 run
 
 
 def kernel_available() -> bool:
     return KERNEL.lib is not None
 
 
-def simd() -> bool:
-    """Whether the products run on AVX-512 VNNI (else plain loops: correct, several times slower)."""
+def simd() -> str | None:
+    """The vectors the products run on: "avx512-vnni", "avx2", or None (plain loops: correct, and
+    ~two orders of magnitude slower on a prompt)."""
     lib = KERNEL.lib
-    return bool(lib is not None and lib.quant_simd())
+    return {1: "avx512-vnni", 2: "avx2"}.get(lib.quant_simd()) if lib is not None else None
 
 
 @dataclass(eq=False)

@@ -1,5 +1,5 @@
 """GGUF's quantized weights multiplied as the file stores them (fimgate/kernels/quant_gemv.c) must
-give the dequantized fp32 product: every format, the AVX-512 VNNI path and the plain loops, rows
+give the dequantized fp32 product: every format, the native path (AVX-512 VNNI or AVX2) and the plain loops, rows
 that do not fill a 16-row group, several matrices side by side, the embedding's row lookup."""
 
 import numpy as np
@@ -77,10 +77,32 @@ def test_products_equal_the_dequantized_weights(fmt, kernel):
 
 
 @needs_kernel
-def test_the_native_path_runs_where_the_cpu_has_vnni():
+def test_the_native_path_runs_where_the_cpu_has_vnni_or_avx2():
     with open("/proc/cpuinfo") as f:
-        flags = f.read()
-    assert simd() == (" avx512_vnni" in flags and " avx512bw" in flags)
+        flags = next((line for line in f if line.startswith("flags")), "") + " "
+    if " avx512_vnni " in flags and " avx512bw " in flags:
+        assert simd() == "avx512-vnni"
+    elif all(f" {f} " in flags for f in ("avx2", "fma", "f16c")):
+        assert simd() == "avx2"
+    else:
+        assert simd() is None
+
+
+@needs_kernel
+def test_q8_0_values_at_the_ends_of_int8_multiply_exactly():
+    """Q8_0 values of -128 and 127 against x at +-127: the AVX2 path multiplies 8-bit values as
+    |w| times x with w's sign, where a pair of products must not pass int16."""
+    raw = _raw(T.Q8_0, ROWS, COLS).copy()
+    blocks = raw.reshape(-1, 34)
+    blocks[:, 2:] = np.where(np.arange(32) % 2 == 0, -128, 127).astype(np.int8).view(np.uint8)
+    blocks[::3, 2:] = np.uint8(127)
+    q, scales = unpack(raw, int(T.Q8_0), ROWS, COLS)
+    m, w = QuantMatrix.from_parts(int(T.Q8_0), q, **scales), gguf_dequantize(raw, T.Q8_0).reshape(ROWS, COLS)
+    x = torch.where(torch.arange(COLS) % 3 == 0, -1.0, 1.0).repeat(3, 1)  # every value of x at +-127
+    want = _x_as_quantized(x).astype(np.float64) @ w.T.astype(np.float64)
+    for kernel in (KERNEL, PLAIN_KERNEL):
+        y = quant_linear(x, m, kernel=kernel).numpy().astype(np.float64)
+        assert np.abs(y - want).max() <= 1e-5 * np.abs(want).max()
 
 
 @needs_kernel
