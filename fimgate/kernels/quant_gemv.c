@@ -307,16 +307,24 @@ static inline __attribute__((always_inline)) void unpack2(const uint8_t *rec, co
     }
 }
 
-/* acc + per 32-bit lane: the 4 products of w's bytes and x's 4 bytes (w unsigned <= 63, or with
- * `sign`, w signed: 8-bit values less 128) */
-static inline __attribute__((always_inline)) __m256i dot4(__m256i acc, __m256i w, int32_t x4, const int sign) {
+/* per 32-bit lane: the sum over chunks c0 .. c0+3 of the 4 products of w[c]'s bytes and x's 4 bytes
+ * (xb[c]). Unsigned w (4-6 bits): vpmaddubsw's int16 pair sums are added in int16 while they
+ * cannot pass 32767 (4 chunks of 4-5 bit values: 4 * 2 * 31 * 127; 2 chunks of 6-bit values),
+ * then widened once. 8-bit w, signed: |w| times x with w's sign, each chunk widened alone. */
+static inline __attribute__((always_inline)) __m256i dot16(const __m256i *w, const int32_t *xb, const int f) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i x = _mm256_set1_epi32(x4), p;
-    if (sign)
-        p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));  /* |w| <= 128, |x| <= 127 */
-    else
-        p = _mm256_maddubs_epi16(w, x);
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+    const int fold = bits(f) <= 5 ? 4 : bits(f) == 6 ? 2 : 1;  /* chunks summed in int16 */
+    __m256i acc = _mm256_setzero_si256(), p = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        __m256i x = _mm256_set1_epi32(xb[c]), q;
+        if (bits(f) == 8)
+            q = _mm256_maddubs_epi16(_mm256_abs_epi8(w[c]), _mm256_sign_epi8(x, w[c]));  /* |w| <= 128, |x| <= 127 */
+        else
+            q = _mm256_maddubs_epi16(w[c], x);
+        p = c % fold ? _mm256_add_epi16(p, q) : q;
+        if (c % fold == fold - 1) acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+    }
+    return acc;
 }
 
 static inline __m256 cvt_half8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
@@ -360,9 +368,7 @@ static inline __attribute__((always_inline)) void group_half(const uint8_t *g, c
         }
         for (int i = 0; i < mt; i++) {
             const int32_t *xb = (const int32_t *)(xq + i * k + b * QB);
-            __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
-            for (int c = 0; c < 4; c++) a0 = dot4(a0, w[c], xb[c], eight);
-            for (int c = 4; c < 8; c++) a1 = dot4(a1, w[c], xb[c], eight);
+            __m256i a0 = dot16(w, xb, f), a1 = dot16(w + 4, xb + 4, f);
             float dxb = dx[i * nb + b];
             int32_t x0 = xs[i * 2 * nb + 2 * b], x1 = xs[i * 2 * nb + 2 * b + 1];
             __m256 vdx = _mm256_set1_ps(dxb);
