@@ -6,7 +6,7 @@ quantized file): no fp32 or bf16 copy of the weight exists.
 
 Every product goes through fimgate/kernels/quant_gemv.c: x quantized per 32 values to int8 (as
 llama.cpp pairs its quantized weights with 8-bit activation blocks), integer dot products
-(AVX-512 VNNI), fp32 scales and sums. A one-token step reads the weights once, 4-6.5 bits a
+(AVX-512 VNNI, or AVX2), fp32 scales and sums. A one-token step reads the weights once, 4-6.5 bits a
 weight, instead of 16 (bf16 copies) or 32 (fp32). A prompt of many tokens is compute-bound
 rather than read-bound; it goes through the same kernel, which unpacks each group of weights
 once per 8 rows of x (a bf16 GEMM over weights dequantized per call took 2.4-16x as long here,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import struct
 from dataclasses import dataclass, field
@@ -23,9 +24,11 @@ from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.gguf_blocks import supported, unpack
 from fimgate.backend.model.gguf_file import GGUFFile
 from fimgate.backend.model.tokenizer import HFTokenizer
-from fimgate.kernels.quant_gemv import QuantMatrix
+from fimgate.kernels.quant_gemv import QuantMatrix, simd
 from fimgate.kernels.quant_gemv import kernel_available as quant_kernel_available
 from fimgate.kernels.quant_pack import pack
+
+log = logging.getLogger(__name__)
 
 _GGUF_NAMES = {
     "attn_norm.weight": "attn_norm",
@@ -96,7 +99,10 @@ def load_model(path: str, quantized: bool = False) -> LoadedModel:
         if os.path.isdir(path):
             return _load_hf_folder(path)
         if path.endswith(".gguf"):
-            return _load_gguf(path, quantized and quant_kernel_available())
+            quantized = quantized and quant_kernel_available()
+            if quantized and simd() is None:
+                log.warning("neither AVX-512 VNNI nor AVX2 here: quantized weights are multiplied in plain C loops (~30x slower)")
+            return _load_gguf(path, quantized)
     except ModelLoadError:
         raise
     except (ValueError, KeyError, OSError, struct.error) as e:  # GGUFError is a ValueError
