@@ -143,6 +143,8 @@ def test_bench_replay_dumps_every_request_and_names_what_its_slowest_are(tmp_pat
         "2",
         "--max-tokens",
         "1",
+        "--time-scale",  # gaps wide enough that some requests run before the next key on a slow CPU
+        "20",  # (AVX2 only, 2 cores: at the trace's pace every request was superseded before it ran)
         "--pin-policy",
         "lru-only,pin",
         "--dump-outcomes",
