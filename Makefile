@@ -25,7 +25,7 @@ model-1.5b: $(STAMP)
 	$(BIN)/fimgate models --assemble
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=25 tests
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

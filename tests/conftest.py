@@ -41,6 +41,21 @@ def engine(bundled_path):
     return EmbeddedEngine.from_path(bundled_path, EngineConfig(budget_tokens=8192, num_slots=2))
 
 
+@pytest.fixture(scope="session")
+def served_engine(bundled_path):
+    """The engine `fimgate serve` builds with its default flags (quantized products, bf16 copies
+    where the CPU has bf16 products), on the bundled model: for tests of what the service does
+    with many requests, where `engine`'s fp32 layers cost 2-4x the time (on an AVX2-only CPU)."""
+    from dataclasses import replace
+
+    from fimgate.backend.embedded.engine import EmbeddedEngine
+    from fimgate.cli import build_parser
+    from fimgate.flags import engine_config
+
+    config = engine_config(build_parser().parse_args(["serve"]))
+    return EmbeddedEngine.from_path(bundled_path, replace(config, budget_tokens=8192, num_slots=2))
+
+
 def humaneval_or_skip(kind: str, limit: int | None):
     """HumanEval infilling problems of `kind` from ../shared, or the test is skipped without them."""
     from fimgate.bench.workloads.humaneval import default_data_dir, load

