@@ -202,6 +202,8 @@ def create_app(
             acceptance.answered(rid, state.user_id, language, final.usage, final.text, state.document_id, before, line_rest)
 
         form = Shape(multiline=body.multiline, raw=body.raw)
+        if body.stream:  # its editor may show (and report) the first part before the answer ends
+            acceptance.streaming(rid, state.user_id)
         return await run(state, sampling, body.stream, shape, "completions", request, form, answered)
 
     @app.post("/v1/events")
@@ -336,14 +338,19 @@ def _event(payload: dict) -> bytes:
 async def _sse(first, events, cancel: CancelToken, shape, metrics: _Metrics, answered) -> AsyncIterator[bytes]:
     """The events as server-sent events, then [DONE]; a failure mid-stream is an error event. A
     client that goes away closes this generator (Starlette watches for the disconnect): the
-    generation is cancelled and drained, shielded, so the engine is released."""
+    generation is cancelled and drained, shielded, so the engine is released; what it had sent
+    is an answer all the same (the editor may be showing it)."""
+    sent: list[str] = []
+    ended = False
     try:
         ev = first
         while ev is not None:
             if isinstance(ev, TextDelta):
+                sent.append(ev.text)
                 yield _event(shape(ev.text, None, False))
             elif isinstance(ev, Finished):
                 metrics.observe(ev.usage)
+                ended = True
                 answered(ev)
                 yield _event(shape("", ev, True))
             try:
@@ -356,4 +363,6 @@ async def _sse(first, events, cancel: CancelToken, shape, metrics: _Metrics, ans
     finally:
         cancel.cancel()
         with anyio.CancelScope(shield=True):
-            await run_in_threadpool(last_finished, events)
+            final = await run_in_threadpool(last_finished, events)
+            if not ended and final is not None:
+                answered(Finished("".join(sent), final.usage))

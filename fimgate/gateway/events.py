@@ -48,6 +48,7 @@ RECENT_PER_USER = 1_000  # verdicts kept per user for /v1/events/recent
 OPEN_CHARS = 8 << 20  # characters held by all open suggestions together (texts and tails)
 MAX_USERS = 10_000  # users whose tallies and recent verdicts are kept
 OUTCOMES = ("select", "dismiss")  # a suggestion has one
+EARLY_EVENTS = 4  # events kept per answer while it streams (view, select, dismiss and a repeat)
 
 
 def line_digest(line_rest: str) -> bytes:
@@ -141,6 +142,9 @@ class Events:
             "fimgate_suggestions_dismissed", "Suggestions typed over or dismissed", labels, registry=registry
         )
         self._answers: OrderedDict[str, _Answer] = OrderedDict()  # type-through ids name their suggestion's
+        # ids still streaming -> (user, the events their editor reported meanwhile): an editor shows
+        # a streamed suggestion's first part, and reports it, before the answer ends
+        self._streaming: OrderedDict[str, tuple[str, list[tuple]]] = OrderedDict()
         self._users: OrderedDict[str, dict[str, _Tally]] = OrderedDict()  # user -> language -> tally
         self._open: OrderedDict[tuple[str, str], list[_Open]] = OrderedDict()  # (user, document) -> open
         self._open_chars = 0
@@ -159,12 +163,15 @@ class Events:
         before: str = "",
         line_rest: str = "",
     ) -> None:
-        """Remember an answer an editor may show (not a warm-up, not empty, not cancelled), and
-        keep it open for its session's next requests to tell what became of it. A type-through
-        answer is the rest of a suggestion already counted: its id names that suggestion."""
-        if usage.cancelled or not text.strip():
-            return
+        """Remember an answer an editor may show (not a warm-up, not empty), and keep it open for its
+        session's next requests to tell what became of it. `text` is what reached the client: a
+        stream the next key cancelled still showed its first part. A type-through answer is the
+        rest of a suggestion already counted: its id names that suggestion. Events reported while
+        it streamed (`streaming`) count now."""
         with self._lock:
+            _, early = self._streaming.pop(completion_id, (user, []))
+            if not text.strip():
+                return
             if usage.type_through:
                 made = next((o for o in reversed(self._open.get((user, document), [])) if o.text.endswith(text)), None)
                 a = self._answers.get(made.completion_id) if made is not None else None
@@ -185,6 +192,15 @@ class Events:
             while self._open and (len(self._open) > self._remembered or self._open_chars > OPEN_CHARS):
                 _, dropped = self._open.popitem(last=False)
                 self._open_chars -= sum(o.chars for o in dropped)
+            for kind, select_kind, accepted_chars in early:
+                self._record(answer, kind, select_kind, accepted_chars)
+
+    def streaming(self, completion_id: str, user: str) -> None:
+        """An answer is streaming to `user`: events about it are kept until it ends (answered)."""
+        with self._lock:
+            self._streaming[completion_id] = (user, [])
+            while len(self._streaming) > self._remembered:
+                self._streaming.popitem(last=False)
 
     def _remember(self, completion_id: str, answer: _Answer) -> None:
         self._answers[completion_id] = answer
@@ -213,14 +229,24 @@ class Events:
         """Count one event; False when the completion is unknown here or went to someone else."""
         with self._lock:
             a = self._answers.get(completion_id)
-            if a is None or a.user != user:
+            if a is None:
+                who, early = self._streaming.get(completion_id, (None, []))
+                if who != user or len(early) >= EARLY_EVENTS:
+                    return False
+                early.append((kind, select_kind, accepted_chars))
+                return True
+            if a.user != user:
                 return False
-            if kind != "view" and "view" not in a.seen:  # taken or typed over: it was shown
-                self._count(a, "view", "reported", None, None)
-            decided = kind in OUTCOMES and "select" in a.seen  # accepted stands
-            if kind not in a.seen and not decided:  # a repeated event counts once
-                self._count(a, kind, "reported", select_kind, accepted_chars)
+            self._record(a, kind, select_kind, accepted_chars)
             return True
+
+    def _record(self, a: _Answer, kind: str, select_kind: str | None, accepted_chars: int | None) -> None:
+        """One reported event of an answer (under the lock)."""
+        if kind != "view" and "view" not in a.seen:  # taken or typed over: it was shown
+            self._count(a, "view", "reported", None, None)
+        decided = kind in OUTCOMES and "select" in a.seen  # accepted stands
+        if kind not in a.seen and not decided:  # a repeated event counts once
+            self._count(a, kind, "reported", select_kind, accepted_chars)
 
     def _count(self, a: _Answer, kind: str, source: str, select_kind: str | None, accepted_chars: int | None) -> None:
         """Count one event of an answer (under the lock)."""

@@ -30,14 +30,15 @@ def test_events_count_once_per_answer_and_only_for_its_user():
     )
 
 
-def test_unknown_forgotten_cancelled_and_empty_answers_take_no_events():
+def test_unknown_forgotten_and_empty_answers_take_no_events():
     ev, _ = _events()
-    ev.answered("gone", "ana", "python", UsageReport(10, cancelled=True), "abcd")
     ev.answered("empty", "ana", "python", UsageReport(10), "  ")
+    ev.answered("cut", "ana", "python", UsageReport(10, cancelled=True), "  ")  # cancelled before any text
     for i in range(4):  # remembers 3: the first is forgotten
         ev.answered(f"c{i}", "ana", "go", UsageReport(10, shifted_cached_tokens=5, total_ms=400), "f()")
-    assert not ev.record("ana", "view", "gone", None, None)
+    assert not ev.record("ana", "view", "never", None, None)
     assert not ev.record("ana", "view", "empty", None, None)
+    assert not ev.record("ana", "view", "cut", None, None)
     assert not ev.record("ana", "view", "c0", None, None)
     assert ev.record("ana", "dismiss", "c3", None, None)
     assert ev.summary("ana")["by_language"]["go"]["dismissed"] == 1
@@ -138,3 +139,21 @@ def test_users_tallies_are_bounded(monkeypatch):
         ev.answered(f"c{i}", f"user{i}", "go", UsageReport(10), "f()")
         ev.record(f"user{i}", "select", f"c{i}", None, None)
     assert len(ev._users) == 5 and len(ev._recent) == 5 and "user19" in ev._users
+
+
+def test_a_stream_the_next_key_cut_counts_what_its_editor_showed_and_said_meanwhile():
+    """On a slow machine an editor shows a streamed suggestion's first part (and reports it) while
+    the answer is still decoding; the next key then cancels it. Both events count, for its user."""
+    ev, _ = _events()
+    ev.streaming("s1", "ana")
+    assert ev.record("ana", "view", "s1", None, None)  # before the answer ended
+    assert not ev.record("bob", "view", "s1", None, None)  # someone else's
+    assert ev.summary("ana")["total"]["shown"] == 0  # not yet counted
+    ev.answered("s1", "ana", "python", UsageReport(10, cancelled=True), "return fib")  # what was sent
+    assert ev.record("ana", "dismiss", "s1", None, None)
+    total = ev.summary("ana")["total"]
+    assert total["shown"] == 1 and total["dismissed"] == 1
+    assert ev.summary("bob")["total"]["shown"] == 0
+    ev.streaming("s2", "ana")
+    ev.answered("s2", "ana", "python", UsageReport(10, cancelled=True), "")  # nothing reached the editor
+    assert not ev.record("ana", "view", "s2", None, None)
