@@ -177,6 +177,8 @@ class Events:
                 a = self._answers.get(made.completion_id) if made is not None else None
                 if a is not None:
                     self._remember(completion_id, a)
+                    for kind, select_kind, accepted_chars in early:
+                        self._record(a, kind, select_kind, accepted_chars)
                 return
             answer = _Answer(
                 completion_id, user, language or "unknown", reuse_of(usage), latency_bucket(usage.total_ms), len(text)

