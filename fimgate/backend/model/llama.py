@@ -32,12 +32,11 @@ import torch.nn.functional as F
 from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.fused_step import FusedStep
 from fimgate.backend.model.mixed_linear import MixedWeight, linear
-from fimgate.backend.model.quant_linear import QuantWeight
+from fimgate.backend.model.quant_linear import REFINE_TOP, QuantWeight
 from fimgate.backend.model.screened_head import ScreenedHead
 from fimgate.kernels.decode_attention import decode_attention as cpu_decode_attention
 from fimgate.kernels.quant_gemv import QuantMatrix, dequantize
 from fimgate.kernels.quant_gemv import embedding as quant_embedding
-from fimgate.kernels.quant_pack import Q8_0
 from fimgate.kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables
 
 _LAYER_WEIGHTS = (
@@ -222,9 +221,8 @@ class LlamaModel:
         t = {k: v if isinstance(v, QuantMatrix) else v.to(self.device, dtype) for k, v in tensors.items()}
         self.embed = t["embed"]  # a tensor, or a QuantMatrix read row by row (embed_tokens)
         head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
-        # an 8-bit head takes ~16-bit activations, which cost it nothing (quant_linear.py); a 6-bit one
-        # (Qwen2.5-Coder-1.5B's) would pay for them in unpacking: 7.4 -> 10.2 ms a token here
-        self.lm_head = QuantWeight([head], residual=head.fmt == Q8_0) if isinstance(head, QuantMatrix) else head
+        # a quantized head computes its highest rows again in fp32 (quant_linear.py: the pick is fp32's)
+        self.lm_head = QuantWeight([head], refine_top=REFINE_TOP) if isinstance(head, QuantMatrix) else head
         self.final_norm = t["final_norm"]
         self.screened_head = (
             ScreenedHead(self.lm_head)
@@ -351,7 +349,7 @@ class LlamaModel:
         hs = [self._norm(x[b : b + 1], self.final_norm)[0] for b in range(len(tokens))]  # row by row, as forward()
         if isinstance(self.lm_head, QuantWeight):  # the quantized head read once for every row
             rows = linear(torch.stack(hs), self.lm_head).float()
-            return [self._masked(rows[b], only_ids[b]) for b in range(len(tokens))]
+            return [self._masked(rows[b], only_ids[b], hs[b]) for b in range(len(tokens))]
         out: list[torch.Tensor | None] = [None] * len(tokens)
         screened = [b for b in range(len(tokens)) if argmax_only[b] and only_ids[b] is None]
         if self.screened_head is not None and len(screened) > 1:  # greedy heads: the int8 screen read once for all
@@ -381,15 +379,16 @@ class LlamaModel:
             return logits
         if argmax_only and self.screened_head is not None:
             return self.screened_head(h) if only_ids is None else self.screened_head(h, only_ids)
-        return self._masked(linear(h[None], self.lm_head).float()[0], only_ids)
+        return self._masked(linear(h[None], self.lm_head).float()[0], only_ids, h)
 
-    @staticmethod
-    def _masked(logits: torch.Tensor, only_ids: list[int] | None) -> torch.Tensor:
+    def _masked(self, logits: torch.Tensor, only_ids: list[int] | None, h: torch.Tensor) -> torch.Tensor:
         """A whole head's logits with all but only_ids at -inf (a quantized head is read whole,
-        in one pass; the allowed rows then stand alone)."""
+        in one pass; the allowed rows then stand alone, their best computed again in fp32)."""
         if only_ids is None:
             return logits
         keep = torch.tensor(only_ids, dtype=torch.long)
+        if isinstance(self.lm_head, QuantWeight):
+            self.lm_head.refine(logits, h.float(), keep)
         masked = torch.full_like(logits, float("-inf"))
         masked[keep] = logits[keep]
         return masked
