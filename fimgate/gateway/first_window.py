@@ -12,6 +12,13 @@ until that prefill is done; from then on the full anchor, as before.
     fw = FirstWindow(backend, short_planner)
     plan = fw.plan(session, state, sampling, full_plan)   # full_plan, or the short window's
 
+A fill that would take longer than FILL_S at the rate the engine prefills now (its
+`prefill_seconds`, measured on its own chunks) is not started: on a CPU that slow the keys keep
+the short window's appends. There the fill would not end before the person moves on (on a 2-core
+AVX2 CPU, ~75 tokens/s: a 1,240-token anchor is 16 s of the cores, and in 250 keys of real VS
+Code none of 15 ended), and it would only take the cores from the editor and the keys (each
+key waited for a layer of its chunk: queued p50 43 ms; docs/benchmarks.md).
+
 Only where the backend can tell what a prompt would cost now (`uncached_tokens`: the embedded
 engine); elsewhere the full plan always runs.
 """
@@ -30,6 +37,7 @@ from fimgate.efim.window import WindowConfig
 
 TOKENS = 128  # `fimgate serve` and `lsp`'s default prefix budget (an A/B in real VS Code: docs/benchmarks.md)
 COLD_TOKENS = 512  # a full prompt that would compute more than this is worth a first window
+FILL_S = 6.0  # a full anchor that would prefill longer than this is not filled behind the keys
 MAX_SESSIONS = 4096  # sessions whose filled anchor is remembered (a 16-byte digest each)
 
 
@@ -56,6 +64,8 @@ class FirstWindow:
         self._filled: dict[tuple[str, str], bytes] = {}  # session -> the digest of the anchor filled last
         self.served = 0  # keys answered from a first window
         self.started = 0  # background prefills started
+        self.too_long = 0  # keys answered from a short window whose full anchor would take too long to fill
+        self.warmed_short = 0  # warm-ups of a short window instead of such an anchor
 
     def plan(self, session: tuple[str, str], state: EditorState, sampling: SamplingParams, full: FimPlan) -> FimPlan:
         """The plan to run for this key: `full`, or the short window's while `full`'s anchor fills."""
@@ -67,14 +77,35 @@ class FirstWindow:
                 del self._fills[session]
                 fill = None
             if fill is None:
-                if self._filled.get(session) == anchor or self.backend.uncached_tokens(full) <= COLD_TOKENS:
+                if self._filled.get(session) == anchor:
                     return full  # (an anchor filled once and evicted since is not filled again)
+                uncached = self.backend.uncached_tokens(full)
+                if uncached <= COLD_TOKENS:
+                    return full
+                if self._too_long(uncached):
+                    self.served += 1
+                    self.too_long += 1
+                    return self.planner.plan(state, sampling)
                 fill = self._fills[session] = _Fill(anchor, CancelToken())
                 self.started += 1
                 warm = replace(full, sampling=replace(full.sampling, max_tokens=0), prewarm=True)
                 threading.Thread(target=self._run, args=(session, fill, warm), daemon=True, name="first-window-fill").start()
             self.served += 1
         return self.planner.plan(state, sampling)
+
+    def warm(self, state: EditorState, sampling: SamplingParams, full: FimPlan) -> FimPlan:
+        """The plan a warm-up (max_tokens 0: a file opened, the cursor moved) prefills: `full`, or
+        where its anchor would take longer than FILL_S, the short window the keys there will take."""
+        uncached = self.backend.uncached_tokens(full)
+        if uncached <= COLD_TOKENS or not self._too_long(uncached):
+            return full
+        with self._lock:
+            self.warmed_short += 1
+            return self.planner.plan(state, sampling)
+
+    def _too_long(self, uncached: int) -> bool:
+        seconds = self.backend.prefill_seconds(uncached) if hasattr(self.backend, "prefill_seconds") else None
+        return seconds is not None and seconds > FILL_S
 
     def _run(self, session: tuple[str, str], fill: _Fill, warm: FimPlan) -> None:
         finished = False
@@ -97,4 +128,9 @@ class FirstWindow:
                 fill.cancel.cancel()
 
     def stats(self) -> dict:
-        return {"first_window_keys": self.served, "first_window_fills": self.started}
+        return {
+            "first_window_keys": self.served,
+            "first_window_fills": self.started,
+            "first_window_not_filled": self.too_long,
+            "first_window_warmups": self.warmed_short,
+        }

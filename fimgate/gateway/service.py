@@ -139,6 +139,8 @@ class CompletionService:
             full = plan
             if typing and not warmup and self.first_window is not None:
                 plan = self.first_window.plan(session, state, sampling, plan)
+            elif warmup and not shape.raw and self.first_window is not None:
+                plan = self.first_window.warm(state, sampling, plan)
             place = order_key(arrived, warmup)
             previous = self._inflight.get(session)
             if previous is not None:  # it keeps the place in line of what it supersedes, when earlier:

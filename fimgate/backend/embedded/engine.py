@@ -250,6 +250,11 @@ class EmbeddedEngine:
         moved = sum(s.num_tokens for _, spans in self._moved_text(plan, prompt, held, self._peeked) for s in spans)
         return max(0, len(prompt) - held - moved)
 
+    def prefill_seconds(self, tokens: int) -> float | None:
+        """About how long prefilling `tokens` would take now, at the rate this engine's recent
+        prefill chunks ran (prefill_rate.py); None before any has run."""
+        return self.scheduler.prefill_rate.seconds(tokens)
+
     # -- generation ------------------------------------------------------------------------
     def generate(self, plan: FimPlan, cancel: CancelToken | None = None, priority: float | None = None) -> Iterator[StreamEvent]:
         """The request's events. It runs together with the others (scheduler.py); `priority`

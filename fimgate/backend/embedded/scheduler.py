@@ -44,6 +44,7 @@ import bisect
 import math
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Generator, Iterator, Protocol
 
@@ -51,6 +52,7 @@ import torch
 
 from fimgate.backend.base import BackendUnavailableError, CancelToken, StreamEvent
 from fimgate.backend.block_tree import common_prefix
+from fimgate.backend.embedded.prefill_rate import PrefillRate
 from fimgate.backend.urgency import BACKGROUND
 
 PREFILL_CHUNK_TOKENS = 64  # ~110 ms of prefill on the 2-core development machine
@@ -108,6 +110,7 @@ class _Request:
     work: Work | None = None
     chunk: Generator | None = None  # its prefill chunk, paused between two layers
     chunk_end: int = 0  # where that chunk ends in work.ids
+    chunk_s: float = 0.0  # the time its layers have run so far
     owner: str | None = None  # the user whose cache it fills (an heir must be the same user)
     prompt: tuple[int, ...] = ()  # its whole prompt (what an heir would reuse)
 
@@ -129,6 +132,7 @@ class BatchScheduler:
         self.stopped_steps = 0  # steps stopped part way: all their requests were cancelled
         self.max_batch = 0
         self.paused_chunks = 0  # prefill chunks paused between two layers for a more urgent request
+        self.prefill_rate = PrefillRate()  # measured on the chunks that ran to their end
 
     def drive_on(self, runner) -> None:
         """From now on the loop runs on `runner` (fimgate/backend/main_thread.py); None: the
@@ -258,9 +262,14 @@ class BatchScheduler:
             alone = len(self._running) == 1 and not self._waiting and r.priority != BACKGROUND
             r.chunk_end = min(len(w.ids), w.done + (PREFILL_CHUNK_ALONE if alone else PREFILL_CHUNK_TOKENS))
             r.chunk = self.compute.prefill_by_layer(w, r.chunk_end)
+            r.chunk_s = 0.0
         try:
             while True:
-                next(r.chunk)
+                t = time.perf_counter()
+                try:
+                    next(r.chunk)
+                finally:
+                    r.chunk_s += time.perf_counter() - t
                 if r.cancel.cancelled and self._someone_waits() and not self._finishes_for_heir(r):
                     return self._advance(r, None)
                 if self._overtaken(r):
@@ -271,6 +280,7 @@ class BatchScheduler:
         except Exception as e:  # noqa: BLE001 - the request's caller gets it
             return self._fail(r, e)
         r.chunk = None
+        self.prefill_rate.add(r.chunk_end - w.done, r.chunk_s)
         w.done = r.chunk_end
         if w.done == len(w.ids):
             self._advance(r, logits)

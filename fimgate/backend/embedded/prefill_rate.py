@@ -1,0 +1,46 @@
+"""How many prompt tokens a second this engine prefills now, measured on its own prefill chunks.
+
+The same prompt costs 5x more on one CPU than another (AVX2 against AVX-512 VNNI, docs/benchmarks.md)
+and more again while the editor beside it draws: decisions about what to prefill for a person who
+types (fimgate/gateway/first_window.py: fill a full anchor behind the keys, or not) are made in
+seconds, and this turns tokens into seconds:
+
+    rate = PrefillRate()
+    rate.add(tokens=64, seconds=0.85)   # a chunk that ran (the scheduler times each one)
+    rate.seconds(1240)                  # ~16.5: what 1,240 uncached tokens would take; None before any chunk
+
+A chunk's time is what its layers took (paused chunks count only the time they ran), so it
+includes what other processes took from the cores meanwhile, which is what a person waits for.
+An exponential average: the last few chunks count most.
+"""
+
+from __future__ import annotations
+
+import threading
+
+MIN_TOKENS = 16  # a shorter chunk is mostly the weights' read, not the prompt's compute
+WEIGHT = 0.3  # of the newest chunk in the average
+
+
+class PrefillRate:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._per_s: float | None = None
+        self.chunks = 0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        if tokens < MIN_TOKENS or seconds <= 0:
+            return
+        rate = tokens / seconds
+        with self._lock:
+            self._per_s = rate if self._per_s is None else WEIGHT * rate + (1 - WEIGHT) * self._per_s
+            self.chunks += 1
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self._per_s
+
+    def seconds(self, tokens: int) -> float | None:
+        """About how long `tokens` would take to prefill now; None until a chunk has been timed."""
+        per_s = self._per_s
+        return None if per_s is None else tokens / per_s
