@@ -104,6 +104,31 @@ def test_no_drafts_while_healing_or_sampling():
     assert first.draft == ()
 
 
+def test_the_step_that_gives_the_first_new_text_after_healing_runs_without_drafts():
+    """The re-spelled constraint shows nothing; the next pick is the first text an editor shows,
+    so its step runs one row; drafts come back after it."""
+    plan = FimPlan(
+        prompt_ids=(6,), user_id="u", session_id="s", sampling=SamplingParams(max_tokens=8), healing=HealingConstraint("a")
+    )
+    logits = _model(SCRIPT)
+    events = decode(
+        plan, logits(0), VOCAB, TextPrefixIndex(VOCAB, {EOS}), EOS, 9, CancelToken(), PromptLookup([6], tuple(SCRIPT))
+    )
+    steps, texts, reply, fed = [], [], None, 0
+    while len(steps) < 3:
+        ev = events.send(reply)
+        if isinstance(ev, NextToken):
+            steps.append((ev.token, ev.draft, "".join(texts)))
+            fed += 1 + len(ev.draft)
+            reply = [logits(fed - len(ev.draft) + j) for j in range(1 + len(ev.draft))] if ev.draft else logits(fed)
+        else:
+            texts.append(ev.text)
+            reply = None
+    (heal, heal_draft, shown_before), (first, first_draft, shown_after), _ = steps
+    assert (VOCAB[heal], heal_draft, shown_before) == (b"a", (), "")  # the healing re-spelled: nothing new shown yet
+    assert (VOCAB[first], first_draft[:1], shown_after) == (b"b", (3,), "b")  # after the first new text: drafts again
+
+
 def test_prompt_lookup_proposes_what_followed_the_latest_tokens():
     look = PromptLookup([9, 1, 2, 3, 4, 5, 9, 9], previous=(), max_draft=3)
     assert look.propose([1, 2, 3]) == [4, 5, 9]  # 3 tokens matched in the prompt

@@ -15,7 +15,9 @@ first token the model gives less than that probability once it holds more than w
 
 Speculation (greedy only, given a `drafter`): a NextToken may carry draft tokens to run as
 extra rows after its token, and is then sent a list of logits, one per row run (the caller may
-run fewer drafts than asked). Each draft token is kept while it is what greedy decoding picks
+run fewer drafts than asked), except the step whose logits give the first token of new text
+(after a healing constraint is re-spelled): an editor shows that token, and draft rows would make it
+wait for them (on an AVX2 CPU a row costs half a step). Each draft token is kept while it is what greedy decoding picks
 from the row before it; the rows after the first that is not are `discard`ed (told in the next
 NextToken and in Decoded: their K/V are not the sequence's). So the text, and every token
 decoded, is what plain decoding gives; only the number of forwards changes.
@@ -133,7 +135,7 @@ def decode(
             continue
         discard = len(draft)
         draft = []
-        if drafter is not None and allowed is None:
+        if drafter is not None and allowed is None and num_out:  # (the first new text's step runs alone)
             left = min(plan.sampling.max_tokens - num_out, max_new - 1 - i)  # samples after tok still allowed
             draft = drafter.propose(out_ids, left - 1)
         reply = yield NextToken(tok, greedy, allowed, tuple(draft), discard)
