@@ -56,9 +56,10 @@ class _Fill:
 
 
 class FirstWindow:
-    def __init__(self, backend, planner: EfimPlanner) -> None:
+    def __init__(self, backend, planner: EfimPlanner, fill_s: float = FILL_S) -> None:
         self.backend = backend
         self.planner = planner  # the short window's: its own sessions
+        self.fill_s = fill_s  # the longest fill started (seconds at the engine's measured rate)
         self._lock = threading.Lock()
         self._fills: dict[tuple[str, str], _Fill] = {}  # session -> its full anchor prefilling
         self._filled: dict[tuple[str, str], bytes] = {}  # session -> the digest of the anchor filled last
@@ -105,7 +106,7 @@ class FirstWindow:
 
     def _too_long(self, uncached: int) -> bool:
         seconds = self.backend.prefill_seconds(uncached) if hasattr(self.backend, "prefill_seconds") else None
-        return seconds is not None and seconds > FILL_S
+        return seconds is not None and seconds > self.fill_s
 
     def _run(self, session: tuple[str, str], fill: _Fill, warm: FimPlan) -> None:
         finished = False

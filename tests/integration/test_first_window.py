@@ -3,6 +3,7 @@ prompt is not cached is answered from a short window while the full one prefills
 background; once that is done, the next key is an EFIM append on the full anchor (a prefill of a
 token or two). Off, every key runs the full window."""
 
+import math
 import time
 from dataclasses import replace
 
@@ -18,7 +19,9 @@ CURSOR = TEXT.index("return x + 120") + len("return ")
 
 def _service(engine, first_window: bool) -> CompletionService:
     planner = EfimPlanner(engine.tokenizer, TEMPLATES["smollm2"])
-    fw = FirstWindow(engine, EfimPlanner(engine.tokenizer, TEMPLATES["smollm2"], short_window(128))) if first_window else None
+    # any fill, however long it would take on this machine (the time budget: tests/unit/test_first_window_budget.py)
+    short = EfimPlanner(engine.tokenizer, TEMPLATES["smollm2"], short_window(128))
+    fw = FirstWindow(engine, short, fill_s=math.inf) if first_window else None
     return CompletionService(engine, planner, type_through=False, first_window=fw)
 
 
