@@ -96,7 +96,7 @@ class FirstWindow:
 
     def warm(self, state: EditorState, sampling: SamplingParams, full: FimPlan) -> FimPlan:
         """The plan a warm-up (max_tokens 0: a file opened, the cursor moved) prefills: `full`, or
-        where its anchor would take longer than FILL_S, the short window the keys there will take."""
+        where its anchor would take longer than fill_s, the short window the keys there will take."""
         uncached = self.backend.uncached_tokens(full)
         if uncached <= COLD_TOKENS or not self._too_long(uncached):
             return full
