@@ -84,13 +84,12 @@ class FirstWindow:
                 if uncached <= COLD_TOKENS:
                     return full
                 if self._too_long(uncached):
-                    self.served += 1
-                    self.too_long += 1
-                    return self.planner.plan(state, sampling)
-                fill = self._fills[session] = _Fill(anchor, CancelToken())
-                self.started += 1
-                warm = replace(full, sampling=replace(full.sampling, max_tokens=0), prewarm=True)
-                threading.Thread(target=self._run, args=(session, fill, warm), daemon=True, name="first-window-fill").start()
+                    self.too_long += 1  # the keys keep the short window
+                else:
+                    fill = self._fills[session] = _Fill(anchor, CancelToken())
+                    self.started += 1
+                    warm = replace(full, sampling=replace(full.sampling, max_tokens=0), prewarm=True)
+                    threading.Thread(target=self._run, args=(session, fill, warm), daemon=True, name="first-window-fill").start()
             self.served += 1
         return self.planner.plan(state, sampling)
 

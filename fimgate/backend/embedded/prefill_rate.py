@@ -36,10 +36,6 @@ class PrefillRate:
             self._per_s = rate if self._per_s is None else WEIGHT * rate + (1 - WEIGHT) * self._per_s
             self.chunks += 1
 
-    @property
-    def tokens_per_s(self) -> float | None:
-        return self._per_s
-
     def seconds(self, tokens: int) -> float | None:
         """About how long `tokens` would take to prefill now; None until a chunk has been timed."""
         per_s = self._per_s

@@ -348,7 +348,7 @@ class LlamaModel:
             ]
         hs = [self._norm(x[b : b + 1], self.final_norm)[0] for b in range(len(tokens))]  # row by row, as forward()
         if isinstance(self.lm_head, QuantWeight):  # the quantized head read once for every row
-            rows = linear(torch.stack(hs), self.lm_head).float()
+            rows = self.lm_head(torch.stack(hs), refine=False).float()  # each row refined by _masked
             return [self._masked(rows[b], only_ids[b], hs[b]) for b in range(len(tokens))]
         out: list[torch.Tensor | None] = [None] * len(tokens)
         screened = [b for b in range(len(tokens)) if argmax_only[b] and only_ids[b] is None]
@@ -379,16 +379,19 @@ class LlamaModel:
             return logits
         if argmax_only and self.screened_head is not None:
             return self.screened_head(h) if only_ids is None else self.screened_head(h, only_ids)
+        if isinstance(self.lm_head, QuantWeight):  # refined once, by _masked, among the allowed rows
+            return self._masked(self.lm_head(h[None], refine=False).float()[0], only_ids, h)
         return self._masked(linear(h[None], self.lm_head).float()[0], only_ids, h)
 
     def _masked(self, logits: torch.Tensor, only_ids: list[int] | None, h: torch.Tensor) -> torch.Tensor:
         """A whole head's logits with all but only_ids at -inf (a quantized head is read whole,
-        in one pass; the allowed rows then stand alone, their best computed again in fp32)."""
-        if only_ids is None:
-            return logits
-        keep = torch.tensor(only_ids, dtype=torch.long)
+        in one pass, not yet refined: its best rows, among only_ids when given, are computed
+        again in fp32 here)."""
+        keep = None if only_ids is None else torch.tensor(only_ids, dtype=torch.long)
         if isinstance(self.lm_head, QuantWeight):
             self.lm_head.refine(logits, h.float(), keep)
+        if keep is None:
+            return logits
         masked = torch.full_like(logits, float("-inf"))
         masked[keep] = logits[keep]
         return masked

@@ -17,13 +17,13 @@ can swap. So every row of the head is read once with 8-bit activations, and then
 rows that came out highest are computed again in fp32 from their dequantized weights (a few
 dozen rows of 151,936: ~1 ms). The pick and its probability are then the fp32-dequantized head's:
 over 300 real steps of the default model the argmax equalled that reference's every time, and
-the top probability was within 0.0007 of it (8-bit alone: 99.67% and 0.023).
+the top probability was within 0.001 of it (8-bit alone: 99.33% and 0.022).
 
 This replaced ~16-bit "residual" activations (x as two 8-bit rows, x and what its rounding left
 out: quant_linear's residual) for the whole head, which had taken greedy completions identical to
 the fp32-dequantized reference from 96.5% to 98.0% of 200 HumanEval single-line problems. On an
 AVX-512 VNNI CPU the second row cost nothing (the pass waits on the reads), but on an AVX2 one
-it is computed, not read: 14.8 ms a token against 10.6 ms for 8 bits and the refined rows
+it is computed, not read: 15.1 ms a token against 11.4 ms for 8 bits and the refined rows
 (2026-12-05, AMD EPYC Zen 1 class, 2 cores; `python -m fimgate.bench.micro.quant_head`).
 """
 
@@ -52,22 +52,23 @@ class QuantWeight:
     def formats(self) -> list[str]:
         return [p.format_name for p in self.packed.parts]
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, refine: bool = True) -> torch.Tensor:
+        """refine False: the one 8-bit pass only (the caller refines each row itself: refine())."""
         flat = x.reshape(-1, self.shape[1]).float()
         y = quant_linear(flat, self.packed)
-        if self.refine_top:
-            top = y.topk(min(self.refine_top, self.shape[0]), dim=1).indices
+        if refine:
             for i in range(flat.shape[0]):
-                self._exact(y[i], flat[i], top[i])
+                self.refine(y[i], flat[i])
         return y.reshape(*x.shape[:-1], self.shape[0])
 
-    def refine(self, y: torch.Tensor, x: torch.Tensor, among: torch.Tensor) -> None:
-        """y (rows,) from x (cols,): the highest refine_top of the rows `among` computed again in
-        fp32, in place (a healing constraint's allowed tokens, whose best may lie outside the
-        head's overall top rows)."""
-        if self.refine_top and among.numel():
-            k = min(self.refine_top, among.numel())
-            self._exact(y, x, among[y[among].topk(k).indices])
-
-    def _exact(self, y: torch.Tensor, x: torch.Tensor, rows: torch.Tensor) -> None:
+    def refine(self, y: torch.Tensor, x: torch.Tensor, among: torch.Tensor | None = None) -> None:
+        """y (rows,) from x (cols,): the highest refine_top of the rows `among` (all by default;
+        a healing constraint's allowed tokens, whose best may lie below the head's overall top
+        rows) computed again in fp32, in place."""
+        if not self.refine_top or (among is not None and not among.numel()):
+            return
+        if among is None:
+            rows = y.topk(min(self.refine_top, y.numel())).indices
+        else:
+            rows = among[y[among].topk(min(self.refine_top, among.numel())).indices]
         y[rows] = embedding(self.packed.parts[0], rows) @ x
