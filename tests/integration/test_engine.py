@@ -47,12 +47,48 @@ def test_rerotating_layer0_keys_equals_computing_them_at_the_new_position(engine
 
 
 def test_second_request_hits_the_cache_and_gives_the_same_text(engine):
+    """The same prompt again: its slot kept the state after its last token (slot.py), so nothing
+    is computed, not even that token; from the tree alone (the slot taken by another prompt), the
+    last token is computed again. The text is the same every time."""
     ids = engine.tokenizer.encode(CODE)
     first, _ = _run(engine, ids, user="cache-a", max_tokens=8)
     second, _ = _run(engine, ids, user="cache-a", max_tokens=8)
     assert first.usage.prefix_cached_tokens == 0 and first.usage.prefilled_tokens == len(ids)
-    assert second.usage.prefix_cached_tokens == len(ids) - 1 and second.usage.prefilled_tokens == 1
-    assert first.text == second.text and first.text.strip()
+    assert second.usage.prefix_cached_tokens == len(ids) and second.usage.prefilled_tokens == 0
+    for s in engine._slots:  # the slots forget it; the user's tree still holds its blocks
+        s.clear()
+    third, _ = _run(engine, ids, user="cache-a", max_tokens=8)
+    assert third.usage.prefix_cached_tokens == len(ids) - 1 and third.usage.prefilled_tokens == 1
+    assert first.text == second.text == third.text and first.text.strip()
+
+
+def test_a_prompt_ending_inside_the_last_suggestion_runs_no_forward_for_what_it_decoded(engine):
+    """A person typed the first tokens of the suggestion and asks again: the prompt ends inside what
+    the last request decoded, whose states the slot kept, and the tokens it decodes again are
+    read from there too. Only what comes after the last suggestion is computed; the text is what
+    a fresh prompt gives."""
+    tok = engine.tokenizer
+    ids = tok.encode(CODE)
+    first, _ = _run(engine, ids, user="inside", max_tokens=8)
+    out = tok.encode(CODE + first.text)[len(ids) :]
+    assert tok.encode(CODE + first.text)[: len(ids)] == ids and len(out) >= 4  # (the output re-tokenizes the same)
+    steps = []
+    real, speculate = engine.run_steps, engine.speculate
+    engine.run_steps = lambda works: steps.append(len(works)) or real(works)
+    engine.speculate = 0  # (a step a token)
+    try:
+        again, _ = _run(engine, ids + out[:2], user="inside", max_tokens=8)
+    finally:
+        del engine.run_steps
+        engine.speculate = speculate
+    assert again.usage.prefilled_tokens == 0
+    # 8 tokens: the first decoded 8 and stepped 7 of them; 2 are the prompt's end now, the next 5
+    # are read from their kept states, and the last 2 need a step each
+    assert len(steps) == 2
+    for s in engine._slots:
+        s.clear()
+    fresh, _ = _run(engine, ids + out[:2], user="inside-fresh", max_tokens=8)
+    assert again.text == fresh.text and first.text.startswith(tok.decode(out[:2]) + again.text[:10])
 
 
 def test_another_user_never_hits_my_cache(engine):

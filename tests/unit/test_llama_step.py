@@ -192,9 +192,9 @@ def test_a_batched_quantized_step_gives_each_sequence_exactly_its_step_alone():
 
 @needs_kernel
 def test_a_batched_step_reads_a_quantized_head_once_and_gives_each_row_its_own_logits():
-    """step_batch on a quantized model: the head's product runs once for every row (not once a
-    row), and each row's logits are what forward() gives that sequence alone; a healing row
-    keeps only its allowed ids."""
+    """step_batch on a quantized model: the head's product runs once for every row that reads it
+    whole (not once a row), and each row's logits are what forward() gives that sequence alone; a
+    healing row with few allowed ids computes only those (exactly: quant_linear.EXACT_ROWS)."""
     from fimgate.kernels import quant_gemv
 
     model = _quantized_model()
@@ -210,7 +210,7 @@ def test_a_batched_step_reads_a_quantized_head_once_and_gives_each_row_its_own_l
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("fimgate.backend.model.quant_linear.quant_linear", counting)
         got = model.step_batch([7, 8, 9], [0, 0, 0], kvs, [True, False, False], [None, None, [3, 5]])
-    assert calls == [3]  # the layers ran in the C step; the head once, for 3 rows
+    assert calls == [2]  # the layers ran in the C step; the head once, for the 2 unconstrained rows
     for b, tok in enumerate([7, 8, 9]):
         want = model.forward(torch.tensor([tok]), torch.tensor([0]), alone[b], only_ids=[3, 5] if b == 2 else None)
         if b == 2:

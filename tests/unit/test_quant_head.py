@@ -61,3 +61,15 @@ def test_a_healing_constraint_has_its_own_best_rows_computed_again():
         head.refine(y, x[i], allowed)
         best = allowed[exact[allowed].argmax()]
         assert allowed[y[allowed].argmax()] == best and torch.allclose(y[best], exact[best], rtol=1e-5, atol=1e-4)
+
+
+def test_a_few_rows_asked_for_are_the_fp32_heads_exactly():
+    """exact_rows (a healing constraint's few allowed tokens, computed alone): each row as the
+    fp32-dequantized head gives it, where the 8-bit pass does not."""
+    m, w = _head()
+    x = _states(10)
+    head = QuantWeight([m], refine_top=REFINE_TOP)
+    rows = torch.randperm(ROWS, generator=torch.Generator().manual_seed(3))[:300]
+    for i in range(x.shape[0]):
+        assert torch.allclose(head.exact_rows(rows, x[i]), w[rows] @ x[i], rtol=1e-5, atol=1e-4)
+        assert not torch.allclose(head(x[i : i + 1], refine=False)[0][rows], w[rows] @ x[i], rtol=1e-5, atol=1e-4)

@@ -43,6 +43,7 @@ from fimgate.backend.embedded.decode_loop import Decoded, NextToken, decode, dec
 from fimgate.backend.embedded.drafts import PromptLookup
 from fimgate.backend.embedded.heap import keep_large_buffers
 from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
+from fimgate.backend.embedded.slot import Slot
 from fimgate.backend.embedded.shifted_reuse import RECOMPUTE_CAP, select_recompute, uncovered, usable_spans
 from fimgate.backend.embedded.threads import ThreadGovernor
 from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype, resolve_step_dtype
@@ -99,15 +100,6 @@ class EngineConfig:
             raise ValueError("--threads must be >= 1")
         if self.block_size < 1 or self.budget_tokens < self.block_size or self.num_slots < 1:
             raise ValueError("the KV pool needs block_size >= 1, budget_tokens >= block_size and num_slots >= 1")
-
-
-class _Slot:
-    def __init__(self, kv: KVBuffer) -> None:
-        self.kv = kv
-        self.user_id: str | None = None
-        self.tokens: list[int] = []  # tokens whose K/V sit at rows 0..len(tokens)
-        self.last_used = 0.0
-        self.busy = False  # a running request computes in it
 
 
 @dataclass(frozen=True)
@@ -184,7 +176,7 @@ class EmbeddedEngine:
         rows = num_blocks * config.block_size
         self._pool = KVBuffer.empty(cfg, rows, device=config.device, dtype=dtype)
         self._slots = [
-            _Slot(KVBuffer.empty(cfg, self.capacity, device=config.device, dtype=dtype)) for _ in range(config.num_slots)
+            Slot(KVBuffer.empty(cfg, self.capacity, device=config.device, dtype=dtype)) for _ in range(config.num_slots)
         ]
         self._lock = threading.Lock()
         self.scheduler = BatchScheduler(self, self._lock)
@@ -282,7 +274,7 @@ class EmbeddedEngine:
     def free_slots(self) -> int:
         return sum(not s.busy for s in self._slots)
 
-    def _take_slot(self, user_id: str, prompt: list[int]) -> tuple[_Slot, int]:
+    def _take_slot(self, user_id: str, prompt: list[int]) -> tuple[Slot, int]:
         free = [s for s in self._slots if not s.busy]
         best, best_n = None, -1
         for s in free:
@@ -293,7 +285,7 @@ class EmbeddedEngine:
             best = min(free, key=lambda s: s.last_used)
             best_n = 0
         if best.user_id != user_id:
-            best.user_id, best.tokens = user_id, []
+            best.clear(user_id)
         best.busy = True
         return best, best_n
 
@@ -321,6 +313,7 @@ class EmbeddedEngine:
             drafter = self._drafter(plan, prompt)
             tok, eos = self._tokenizer, self._tokenizer.eos_id
             events = decode(plan, logits, tok.token_bytes, self._heal_index, eos, max_new, cancel, drafter)
+            n = len(prompt)  # the request's tokens in the slot (an earlier suggestion's may follow them)
             reply = None
             while True:
                 try:
@@ -330,29 +323,47 @@ class EmbeddedEngine:
                     break
                 reply = None
                 if isinstance(ev, NextToken):
-                    del slot.tokens[len(slot.tokens) - ev.discard :]
-                    work = StepWork(ev.token, len(slot.tokens), slot.kv, ev.argmax_only, ev.only_ids, ev.draft or None)
-                    reply = yield work
+                    n -= ev.discard
+                    reply = yield from self._logits_after(slot, n, ev)
                     if reply is not None:  # None: cancelled, the step did not run
-                        slot.tokens += [ev.token, *(work.draft or ())]  # the scheduler may have run fewer drafts
+                        n += len(reply) if isinstance(reply, list) else 1  # (a row a draft run)
                 else:
                     yield ev
-            del slot.tokens[len(slot.tokens) - out.discard :]
-            self._remember_output(plan, slot.tokens[len(prompt) :])
+            if out.discard:  # draft rows not kept: not the sequence's
+                slot.cut(n - out.discard)
+            self._remember_output(plan, slot.tokens[len(prompt) : n - out.discard])
             yield self._finish(plan, slot, cost, out, t0, arrived)
         finally:
             slot.busy = False
 
-    def _claim(self, plan: FimPlan, prompt: list[int]) -> tuple[_Slot, int]:
+    def _logits_after(self, slot: Slot, n: int, ev: NextToken):
+        """The logits after ev.token at position n (a coroutine step): where the slot already holds
+        that token there (an earlier suggestion decoded it) and kept its state, the head of that
+        state (slot.py); else a step, with ev's draft tokens as rows after it (then a list)."""
+        h = slot.state_after(n, ev.token)
+        if h is not None:
+            logits = self.model.head(h, ev.argmax_only, ev.only_ids)
+            return [logits] if ev.draft else logits
+        slot.cut(n)
+        work = StepWork(ev.token, n, slot.kv, ev.argmax_only, ev.only_ids, ev.draft or None)
+        reply = yield work
+        if reply is not None:
+            slot.extend([ev.token, *(work.draft or ())], work.hidden)  # the scheduler may have run fewer drafts
+        return reply
+
+    def _claim(self, plan: FimPlan, prompt: list[int]) -> tuple[Slot, int]:
         """A slot holding the longest cached prefix of the prompt (from a slot or the user's tree);
-        the number of prompt tokens it already has (never the last: its logits are needed)."""
+        the number of prompt tokens it already has: all of them where the slot kept the hidden
+        state after the last (slot.py), else never the last (its logits are needed)."""
         slot, slot_hit = self._take_slot(plan.user_id, prompt)
         slot.last_used = time.perf_counter()
+        if slot.state_at_end(prompt) is not None:  # (an earlier suggestion's tokens after it stay)
+            return slot, len(prompt)
         match = self.tree.match(plan.user_id, tuple(prompt))
         if match.num_tokens > slot_hit:
             self._gather(slot.kv, match.blocks, slot_hit, match.num_tokens)
         cached = min(max(slot_hit, match.num_tokens), len(prompt) - 1)
-        slot.tokens = prompt[:cached]
+        slot.replace(prompt[:cached])
         return slot, cached
 
     def _remember_output(self, plan: FimPlan, output: list[int]) -> None:
@@ -371,7 +382,7 @@ class EmbeddedEngine:
         previous = self._last_outputs.get((plan.user_id, plan.session_id), ())
         return PromptLookup(prompt, previous, self.speculate)
 
-    def _place_moved_text(self, plan: FimPlan, prompt: list[int], cached: int, slot: _Slot) -> tuple[set[int], set[int]]:
+    def _place_moved_text(self, plan: FimPlan, prompt: list[int], cached: int, slot: Slot) -> tuple[set[int], set[int]]:
         """Suffix-KV correction: text of an earlier prompt of the same user (the session's own, or
         another file's: FimPlan.hint_prompts) that reappears at new positions is placed there,
         keys re-rotated, from the first source that still has it cached; returns (positions
@@ -411,10 +422,12 @@ class EmbeddedEngine:
                 yield blocks, spans
                 placed = sorted(placed + spans, key=lambda s: s.new_start)
 
-    def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: _Slot, recomputing: bool, cached: int):
+    def _prefill(self, plan: FimPlan, prompt: list[int], positions: list[int], slot: Slot, recomputing: bool, cached: int):
         """Run the prompt's uncached (and recomputed) positions (a coroutine step); the last
         one's logits, or None when cancelled first (the slot then keeps what was computed)."""
         argmax_only, only_ids = first_pick(plan, self._heal_index)
+        if not positions:  # the slot kept the state after the prompt: its logits without a forward
+            return self.model.head(slot.hidden[len(prompt) - 1], argmax_only, only_ids)
         if len(positions) == 1 and not recomputing:  # a keystroke's 1-token append: one decode step
             work = StepWork(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
         else:
@@ -422,9 +435,11 @@ class EmbeddedEngine:
         logits = yield work
         if logits is None:  # positions run in order, so all before the first not run hold their K/V
             done = work.done if isinstance(work, PrefillWork) else 0
-            slot.tokens = list(prompt[: positions[done] if done < len(positions) else len(prompt)])
+            slot.replace(prompt[: positions[done] if done < len(positions) else len(prompt)])
             return None
-        slot.tokens = list(prompt)
+        slot.replace(prompt)
+        for h in work.hidden or ():  # (the state after the last position run)
+            slot.keep(positions[-1], h)
         return logits
 
     # -- compute (the scheduler calls these) -----------------------------------------------
@@ -441,6 +456,7 @@ class EmbeddedEngine:
         if self._graphs is not None:
             return [self._graphs.step(w.token, w.position, w.kv) for w in works]
         rows = [(w, j) for w in works for j in range(1 + len(w.draft or ()))]
+        hidden: list[torch.Tensor] = []
         try:
             logits = self.model.step_batch(
                 [w.draft[j - 1] if j else w.token for w, j in rows],
@@ -448,6 +464,7 @@ class EmbeddedEngine:
                 [w.kv for w, _ in rows],
                 [w.argmax_only if j == 0 else True for w, j in rows],
                 [w.only_ids if j == 0 else None for w, j in rows],
+                hidden=hidden,
             )
         except StepStopped:
             return None
@@ -455,6 +472,7 @@ class EmbeddedEngine:
         for w in works:
             n = 1 + len(w.draft or ())
             out.append(logits[at : at + n] if w.draft is not None else logits[at])
+            w.hidden = hidden[at : at + n] if len(hidden) == len(rows) else None
             at += n
         return out
 
@@ -471,6 +489,7 @@ class EmbeddedEngine:
                 logits_for="last" if last else "none",
                 argmax_only=work.argmax_only,
                 only_ids=work.only_ids,
+                hidden=work.hidden if last else None,
             )
         )
 
@@ -489,7 +508,7 @@ class EmbeddedEngine:
             only_ids=only_ids,
         )
 
-    def _finish(self, plan: FimPlan, slot: _Slot, cost: "_Cost", out: Decoded, t0: float, arrived: float) -> Finished:
+    def _finish(self, plan: FimPlan, slot: Slot, cost: "_Cost", out: Decoded, t0: float, arrived: float) -> Finished:
         t_decoded = time.perf_counter()
         self._store(plan.user_id, slot)
         if self.model.device.type == "cuda":  # a request ends when its kernels have (a pre-warm samples nothing)
@@ -525,7 +544,7 @@ class EmbeddedEngine:
                     kv.k[i, :, new] = rerotate(k_old[i], delta, inv, rope)
             kv.v[:, :, new] = self._pool.v.index_select(2, rows)
 
-    def _store(self, user_id: str, slot: _Slot) -> None:
+    def _store(self, user_id: str, slot: Slot) -> None:
         bs = self.config.block_size
         for w in self.tree.insert(user_id, tuple(slot.tokens)):
             # a block's rows are contiguous: a slice, not index_copy_, which touched every page of
@@ -541,7 +560,8 @@ class EmbeddedEngine:
             self.pins = KeystrokePins(pin_policy or self.pins.policy)
             self.tree = self._new_tree(self.tree.num_blocks)
             for s in self._slots:
-                s.user_id, s.tokens, s.last_used = None, [], 0.0
+                s.clear()
+                s.last_used = 0.0
             self._last_outputs.clear()
 
     def stats(self) -> dict:

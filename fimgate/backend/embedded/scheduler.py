@@ -71,6 +71,7 @@ class StepWork:
     argmax_only: bool = False
     only_ids: list[int] | None = None
     draft: tuple[int, ...] | None = None
+    hidden: list[torch.Tensor] | None = None  # filled by the compute: each row's last hidden state (slot.py)
 
 
 @dataclass
@@ -84,6 +85,7 @@ class PrefillWork:
     argmax_only: bool = False
     only_ids: list[int] | None = None
     done: int = 0
+    hidden: list[torch.Tensor] = field(default_factory=list)  # the compute appends the last token's hidden state
 
 
 Work = StepWork | PrefillWork

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.fused_step import FusedStep
 from fimgate.backend.model.mixed_linear import MixedWeight, linear
-from fimgate.backend.model.quant_linear import REFINE_TOP, QuantWeight
+from fimgate.backend.model.quant_linear import EXACT_ROWS, REFINE_TOP, QuantWeight
 from fimgate.backend.model.screened_head import ScreenedHead
 from fimgate.kernels.decode_attention import decode_attention as cpu_decode_attention
 from fimgate.kernels.quant_gemv import QuantMatrix, dequantize
@@ -288,6 +288,7 @@ class LlamaModel:
         static_kv_len: int | None = None,
         argmax_only: bool = False,
         only_ids: list[int] | None = None,
+        hidden: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """ids, slots, positions: (n,) long. Writes K/V at `slots`; positions default to slots.
 
@@ -295,14 +296,16 @@ class LlamaModel:
         "none" (a prompt's chunk before its last: only its K/V are wanted).
         static_kv_len: one token attending over rows [0, static_kv_len) under a mask, with fixed
         shapes and no host synchronisation - what a CUDA graph can capture (fimgate/backend/embedded/cuda_graphs.py).
-        argmax_only, only_ids: what the caller reads of the last token's logits (_partial_head)."""
+        argmax_only, only_ids: what the caller reads of the last token's logits (_partial_head).
+        hidden: a list the last token's hidden state (after the final norm) is appended to, where
+        logits are computed: head() of it gives them again (fimgate/backend/embedded/slot.py)."""
         n = ids.shape[0]
         x = None
         if n == 1 and static_kv_len is None and self.fused_step is not None:
             x = self.fused_step(int(ids[0]), int(slots[0]), int(slots[0] if positions is None else positions[0]), kv)
         if x is None:
             x = _to_the_end(self._layers(ids, slots, kv, positions, static_kv_len))
-        return self._logits(x, logits_for, argmax_only, only_ids)
+        return self._logits(x, logits_for, argmax_only, only_ids, hidden)
 
     @torch.inference_mode()
     def forward_by_layer(
@@ -313,20 +316,25 @@ class LlamaModel:
         logits_for: str = "last",
         argmax_only: bool = False,
         only_ids: list[int] | None = None,
+        hidden: list[torch.Tensor] | None = None,
     ) -> Generator[None, None, torch.Tensor | None]:
         """forward() of a prompt's tokens (positions = slots), a generator that yields after each
         layer and returns what forward() returns: its caller may pause between two layers to run
         other sequences' work (on their own buffers) and come back - the scheduler does, so a
         keystroke never waits for a whole prefill chunk."""
         x = yield from self._layers(ids, slots, kv, None, None)
-        return self._logits(x, logits_for, argmax_only, only_ids)
+        return self._logits(x, logits_for, argmax_only, only_ids, hidden)
 
-    def _logits(self, x: torch.Tensor, logits_for: str, argmax_only: bool, only_ids: list[int] | None) -> torch.Tensor | None:
+    def _logits(
+        self, x: torch.Tensor, logits_for: str, argmax_only: bool, only_ids: list[int] | None, hidden: list | None = None
+    ) -> torch.Tensor | None:
         if logits_for == "none":
             return None
         if logits_for == "last":
             x = x[-1:]
         h = self._norm(x, self.final_norm)
+        if hidden is not None:
+            hidden.append(h[-1].clone())
         if logits_for == "last" and (argmax_only or only_ids is not None):
             return self._partial_head(h[0], argmax_only, only_ids)
         logits = linear(h, self.lm_head).float()
@@ -334,22 +342,35 @@ class LlamaModel:
 
     @torch.inference_mode()
     def step_batch(
-        self, tokens: list[int], slots: list[int], kvs: list[KVBuffer], argmax_only: list[bool], only_ids: list[list[int] | None]
+        self,
+        tokens: list[int],
+        slots: list[int],
+        kvs: list[KVBuffer],
+        argmax_only: list[bool],
+        only_ids: list[list[int] | None],
+        hidden: list[torch.Tensor] | None = None,
     ) -> list[torch.Tensor]:
         """One token for each of several sequences (each its own buffer, slot = position): the
         logits after each, as forward() gives them for that token alone. Plain Llama-style
         models on CPU run the layers for all of them in one C call, each weight read once
-        (fused_step.py); the others run one forward each."""
+        (fused_step.py); the others run one forward each. hidden: as forward()'s, a state a row."""
         x = None if self.fused_step is None or len(tokens) == 1 else self.fused_step.batch(tokens, slots, slots, kvs)
         if x is None:
             return [
-                self.forward(torch.tensor([t]), torch.tensor([s]), kv, argmax_only=a, only_ids=o)
+                self.forward(torch.tensor([t]), torch.tensor([s]), kv, argmax_only=a, only_ids=o, hidden=hidden)
                 for t, s, kv, a, o in zip(tokens, slots, kvs, argmax_only, only_ids)
             ]
         hs = [self._norm(x[b : b + 1], self.final_norm)[0] for b in range(len(tokens))]  # row by row, as forward()
-        if isinstance(self.lm_head, QuantWeight):  # the quantized head read once for every row
-            rows = self.lm_head(torch.stack(hs), refine=False).float()  # each row refined by _masked
-            return [self._masked(rows[b], only_ids[b], hs[b]) for b in range(len(tokens))]
+        if hidden is not None:
+            hidden += hs
+        if isinstance(self.lm_head, QuantWeight):  # the quantized head read once for every row that reads it whole
+            whole = [b for b in range(len(tokens)) if not self._few(only_ids[b])]
+            rows = self.lm_head(torch.stack([hs[b] for b in whole]), refine=False).float() if whole else None
+            at = {b: i for i, b in enumerate(whole)}  # each row refined by _masked
+            return [
+                self._masked(rows[at[b]], only_ids[b], hs[b]) if b in at else self._exact_head(hs[b], only_ids[b])
+                for b in range(len(tokens))
+            ]
         out: list[torch.Tensor | None] = [None] * len(tokens)
         screened = [b for b in range(len(tokens)) if argmax_only[b] and only_ids[b] is None]
         if self.screened_head is not None and len(screened) > 1:  # greedy heads: the int8 screen read once for all
@@ -360,6 +381,11 @@ class LlamaModel:
                 out[b] = self._head(hs[b], argmax_only[b], only_ids[b])
         return out
 
+    @torch.inference_mode()
+    def head(self, h: torch.Tensor, argmax_only: bool = False, only_ids: list[int] | None = None) -> torch.Tensor:
+        """The logits of a hidden state a forward kept (its `hidden`), as that forward gives them."""
+        return self._head(h, argmax_only, only_ids)
+
     def _head(self, h: torch.Tensor, argmax_only: bool, only_ids: list[int] | None) -> torch.Tensor:
         if argmax_only or only_ids is not None:
             return self._partial_head(h, argmax_only, only_ids)
@@ -368,20 +394,33 @@ class LlamaModel:
     def _partial_head(self, h: torch.Tensor, argmax_only: bool, only_ids: list[int] | None) -> torch.Tensor:
         """Logits (vocab,) for a pick that reads only part of them: argmax_only, only the argmax
         (over only_ids when given); only_ids, only those entries (a healing constraint; the
-        sampler masks the rest). Up to EXACT_HEAD_ROWS allowed rows are computed exactly, the
-        others left -inf; a greedy pick over more (a bare space allows ~32k of 49k tokens) or over
-        all of them takes the screened head (fimgate/backend/model/screened_head.py: int8 screen, fp32 for the
-        rows that can win); anything else, the whole head."""
-        if only_ids is not None and len(only_ids) <= EXACT_HEAD_ROWS and not isinstance(self.lm_head, QuantWeight):
-            logits = torch.full((self.lm_head.shape[0],), float("-inf"), device=self.device)
-            rows = torch.tensor(only_ids, dtype=torch.long, device=self.device)
-            logits[rows] = (self.lm_head.index_select(0, rows) @ h).float()
-            return logits
+        sampler masks the rest). Up to EXACT_HEAD_ROWS allowed rows (EXACT_ROWS of a quantized
+        head: in fp32 from their dequantized weights) are computed exactly, the others left -inf;
+        a greedy pick over more (a bare space allows ~32k of 49k tokens) or over all of them takes
+        the screened head (fimgate/backend/model/screened_head.py: int8 screen, fp32 for the rows
+        that can win); anything else, the whole head."""
+        if self._few(only_ids):
+            return self._exact_head(h, only_ids)
         if argmax_only and self.screened_head is not None:
             return self.screened_head(h) if only_ids is None else self.screened_head(h, only_ids)
         if isinstance(self.lm_head, QuantWeight):  # refined once, by _masked, among the allowed rows
             return self._masked(self.lm_head(h[None], refine=False).float()[0], only_ids, h)
         return self._masked(linear(h[None], self.lm_head).float()[0], only_ids, h)
+
+    def _few(self, only_ids: list[int] | None) -> bool:
+        """Whether only_ids are few enough to compute alone (_exact_head)."""
+        quantized = isinstance(self.lm_head, QuantWeight)
+        return only_ids is not None and len(only_ids) <= (EXACT_ROWS if quantized else EXACT_HEAD_ROWS)
+
+    def _exact_head(self, h: torch.Tensor, only_ids: list[int]) -> torch.Tensor:
+        """Logits with only_ids computed exactly (fp32), the others -inf."""
+        logits = torch.full((self.lm_head.shape[0],), float("-inf"), device=self.device)
+        rows = torch.tensor(only_ids, dtype=torch.long, device=self.device)
+        if isinstance(self.lm_head, QuantWeight):
+            logits[rows] = self.lm_head.exact_rows(rows, h)
+        else:
+            logits[rows] = (self.lm_head.index_select(0, rows) @ h).float()
+        return logits
 
     def _masked(self, logits: torch.Tensor, only_ids: list[int] | None, h: torch.Tensor) -> torch.Tensor:
         """A whole head's logits with all but only_ids at -inf (a quantized head is read whole,
