@@ -96,7 +96,7 @@ def test_a_keystroke_is_answered_while_a_long_warm_up_prefills(engine):
     assert order == ["keystroke", "warm-up"], order
     assert key.usage.prefix_cached_tokens >= len(typing_ids) - 1  # the typist's own anchor was found
     again = last_finished(engine.generate(FimPlan(tuple(warm_ids), "opener", "w", SamplingParams(max_tokens=0))))
-    assert again.usage.prefix_cached_tokens == len(warm_ids) - 1  # the warm-up's whole prompt was kept
+    assert again.usage.prefix_cached_tokens >= len(warm_ids) - 1  # the warm-up's whole prompt was kept (its slot: all of it)
 
 
 def test_cancelling_one_request_leaves_the_others_unchanged(engine):
