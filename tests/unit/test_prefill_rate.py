@@ -56,3 +56,29 @@ def test_the_scheduler_times_its_chunks_without_the_key_that_paused_one():
     assert sched.paused_chunks == 1 and sched.prefill_rate.chunks == 1
     per_layer = sched.prefill_rate.seconds(64) / LAYERS  # one 64-token chunk: its 24 layers, not the 0.2 s step
     assert LAYER_S <= per_layer < LAYER_S + 0.006
+
+
+class _SlowLayered(_Slow):
+    num_layers = LAYERS
+
+
+def test_a_chunk_cancelled_part_way_is_timed_by_the_layers_it_ran():
+    """A server's first prompts are often cancelled before any chunk ends (a file opened, then the
+    cursor moved: the first warm-up is superseded): the layers that ran still tell the rate."""
+    compute = _SlowLayered()
+    sched = BatchScheduler(compute, threading.Lock())
+    sched.drive_on(_Idle())
+    warm, key, cancel = [], [], CancelToken()
+
+    def supersede():
+        cancel.cancel()
+        threads.append(_submit(sched, _key(key), CancelToken(), 1.0))
+
+    threads = [_submit(sched, _warmup(64, warm), cancel, 1.0, warmup=True)]
+    compute.at_layer[5] = supersede  # while layer 5 runs: 6 of 24 layers ran when the chunk stops
+    _drain(sched)
+    for t in threads:
+        t.join(10)
+    assert warm == [None] and len(key) == 1  # the chunk never ended
+    per_layer = sched.prefill_rate.seconds(64) / LAYERS
+    assert LAYER_S <= per_layer < LAYER_S + 0.006

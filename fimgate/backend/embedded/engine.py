@@ -271,6 +271,10 @@ class EmbeddedEngine:
         """Run the scheduler's loop on `runner` (a MainThreadRunner): servers compute on their main thread."""
         self.scheduler.drive_on(runner)
 
+    @property
+    def num_layers(self) -> int:  # (what prefill_by_layer yields after: the scheduler times partial chunks by it)
+        return self.model_config.num_layers
+
     def free_slots(self) -> int:
         return sum(not s.busy for s in self._slots)
 

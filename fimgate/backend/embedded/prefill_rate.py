@@ -7,6 +7,7 @@ seconds, and this turns tokens into seconds:
 
     rate = PrefillRate()
     rate.add(tokens=64, seconds=0.85)   # a chunk that ran (the scheduler times each one)
+    rate.add(256, 1.6, share=0.5)       # a chunk cancelled after half its layers
     rate.seconds(1240)                  # ~16.5: what 1,240 uncached tokens would take; None before any chunk
 
 A chunk's time is what its layers took (paused chunks count only the time they ran), so it
@@ -28,10 +29,11 @@ class PrefillRate:
         self._per_s: float | None = None
         self.chunks = 0
 
-    def add(self, tokens: int, seconds: float) -> None:
-        if tokens < MIN_TOKENS or seconds <= 0:
+    def add(self, tokens: int, seconds: float, share: float = 1.0) -> None:
+        """A chunk of `tokens` ran `share` of its layers in `seconds` (a chunk cut short: less than 1)."""
+        if tokens < MIN_TOKENS or seconds <= 0 or share <= 0:
             return
-        rate = tokens / seconds
+        rate = tokens * share / seconds
         with self._lock:
             self._per_s = rate if self._per_s is None else WEIGHT * rate + (1 - WEIGHT) * self._per_s
             self.chunks += 1

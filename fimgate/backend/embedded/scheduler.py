@@ -97,6 +97,8 @@ class Compute(Protocol):
     def prefill_by_layer(self, work: PrefillWork, end: int) -> Generator[None, None, torch.Tensor | None]: ...
     def free_slots(self) -> int: ...
 
+    num_layers: int  # what prefill_by_layer yields after (one a layer)
+
 
 _END = object()
 
@@ -113,6 +115,7 @@ class _Request:
     chunk: Generator | None = None  # its prefill chunk, paused between two layers
     chunk_end: int = 0  # where that chunk ends in work.ids
     chunk_s: float = 0.0  # the time its layers have run so far
+    chunk_layers: int = 0  # ... and how many have
     owner: str | None = None  # the user whose cache it fills (an heir must be the same user)
     prompt: tuple[int, ...] = ()  # its whole prompt (what an heir would reuse)
 
@@ -264,7 +267,7 @@ class BatchScheduler:
             alone = len(self._running) == 1 and not self._waiting and r.priority != BACKGROUND
             r.chunk_end = min(len(w.ids), w.done + (PREFILL_CHUNK_ALONE if alone else PREFILL_CHUNK_TOKENS))
             r.chunk = self.compute.prefill_by_layer(w, r.chunk_end)
-            r.chunk_s = 0.0
+            r.chunk_s, r.chunk_layers = 0.0, 0
         try:
             while True:
                 t = time.perf_counter()
@@ -272,6 +275,7 @@ class BatchScheduler:
                     next(r.chunk)
                 finally:
                     r.chunk_s += time.perf_counter() - t
+                r.chunk_layers += 1
                 if r.cancel.cancelled and self._someone_waits() and not self._finishes_for_heir(r):
                     return self._advance(r, None)
                 if self._overtaken(r):
@@ -320,11 +324,16 @@ class BatchScheduler:
         heir = self._heir(r)
         return heir.priority if heir is not None else math.inf
 
-    @staticmethod
-    def _drop_chunk(r: _Request) -> None:
+    def _drop_chunk(self, r: _Request) -> None:
+        """r's chunk is abandoned part way (r cancelled): what its layers that ran took is timed
+        too, so the first prompt of a server (a file opened, then the cursor moved) tells its
+        rate even when no chunk of it ever ends."""
         if r.chunk is not None:
             r.chunk.close()
             r.chunk = None
+            layers = getattr(self.compute, "num_layers", None)
+            if layers and r.chunk_layers:
+                self.prefill_rate.add(r.chunk_end - r.work.done, r.chunk_s, share=min(1.0, r.chunk_layers / layers))
 
     def _run_steps(self, steps: list[_Request]) -> list[torch.Tensor | None]:
         """The step; once every request in it is cancelled while it runs (a person's next key
