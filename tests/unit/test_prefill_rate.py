@@ -82,3 +82,12 @@ def test_a_chunk_cancelled_part_way_is_timed_by_the_layers_it_ran():
     assert warm == [None] and len(key) == 1  # the chunk never ended
     per_layer = sched.prefill_rate.seconds(64) / LAYERS
     assert LAYER_S <= per_layer < LAYER_S + 0.006
+
+
+def test_the_first_chunk_tells_its_rate_while_it_runs():
+    rate = PrefillRate()
+    rate.running(256, 1.0, share=0.25)  # a quarter of its layers in a second: ~1 s a 64 tokens
+    assert rate.seconds(640) == 10.0
+    rate.add(64, 0.5)  # once a chunk is timed, that counts
+    rate.running(256, 1.0, share=0.01)
+    assert rate.seconds(1280) == 10.0

@@ -27,6 +27,7 @@ class PrefillRate:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._per_s: float | None = None
+        self._so_far: float | None = None  # the first chunk's rate while it runs
         self.chunks = 0
 
     def add(self, tokens: int, seconds: float, share: float = 1.0) -> None:
@@ -38,7 +39,14 @@ class PrefillRate:
             self._per_s = rate if self._per_s is None else WEIGHT * rate + (1 - WEIGHT) * self._per_s
             self.chunks += 1
 
+    def running(self, tokens: int, seconds: float, share: float) -> None:
+        """The chunk running now has run `share` of its layers in `seconds` (the scheduler tells
+        after each layer): until a chunk has been timed, its rate so far stands for the rate - the
+        first prompt a server computes may be seconds long and superseded before it ends."""
+        if self.chunks == 0 and tokens >= MIN_TOKENS and seconds > 0 and share > 0:
+            self._so_far = tokens * share / seconds
+
     def seconds(self, tokens: int) -> float | None:
-        """About how long `tokens` would take to prefill now; None until a chunk has been timed."""
-        per_s = self._per_s
+        """About how long `tokens` would take to prefill now; None until a chunk has run a layer."""
+        per_s = self._per_s if self._per_s is not None else self._so_far
         return None if per_s is None else tokens / per_s

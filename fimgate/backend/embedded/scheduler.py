@@ -276,6 +276,7 @@ class BatchScheduler:
                 finally:
                     r.chunk_s += time.perf_counter() - t
                 r.chunk_layers += 1
+                self._time_part(r, self.prefill_rate.running)
                 if r.cancel.cancelled and self._someone_waits() and not self._finishes_for_heir(r):
                     return self._advance(r, None)
                 if self._overtaken(r):
@@ -331,9 +332,13 @@ class BatchScheduler:
         if r.chunk is not None:
             r.chunk.close()
             r.chunk = None
-            layers = getattr(self.compute, "num_layers", None)
-            if layers and r.chunk_layers:
-                self.prefill_rate.add(r.chunk_end - r.work.done, r.chunk_s, share=min(1.0, r.chunk_layers / layers))
+            self._time_part(r, self.prefill_rate.add)
+
+    def _time_part(self, r: _Request, record) -> None:
+        """record(tokens, seconds, share) of r's chunk: the share of its layers that have run."""
+        layers = getattr(self.compute, "num_layers", None)
+        if layers and r.chunk_layers:
+            record(r.chunk_end - r.work.done, r.chunk_s, share=min(1.0, r.chunk_layers / layers))
 
     def _run_steps(self, steps: list[_Request]) -> list[torch.Tensor | None]:
         """The step; once every request in it is cancelled while it runs (a person's next key
