@@ -106,9 +106,12 @@ export function activate(context: vscode.ExtensionContext): void {
       }
       const uri = doc.uri.toString();
       const offset = doc.offsetAt(editor.selection.active);
-      if ((asked.get(uri)?.grow.over ?? true) && moves.warm(uri, doc.version, offset)) {
-        // (while a suggestion is on its way a warm-up would supersede it)
-        warmUp(uri, doc.getText(), offset, s, ring.forDocument(name(doc)));
+      const text = doc.getText();
+      const inFlight = asked.get(uri);
+      const comingHere = inFlight !== undefined && !inFlight.grow.over && inFlight.prefix === text.slice(0, offset);
+      if (!comingHere && moves.warm(uri, doc.version, offset)) {
+        // (a suggestion on its way for this place is not superseded; one for the place left is)
+        warmUp(uri, text, offset, s, ring.forDocument(name(doc)));
       }
     }, MOVE_REST_MS);
   };
