@@ -2,9 +2,12 @@
 
 Memory has two tiers:
 - the block pool: `budget_tokens` of K/V rows, owned by the per-user `BlockTree` (LRU, pins);
-- a few slots: contiguous K/V buffers a request computes in. A slot remembers whose tokens it
-  holds, so a person's next keystroke usually finds its whole prompt already in place and
-  copies nothing; otherwise the matched blocks are gathered from the pool into the slot.
+- a few slots (slot.py): contiguous K/V buffers a request computes in. A slot remembers whose
+  tokens it holds, so a person's next keystroke usually finds its whole prompt already in place
+  and copies nothing; otherwise the matched blocks are gathered from the pool into the slot. It
+  also keeps the hidden state after each token whose logits it computed: a prompt that ends
+  there (a key typed inside the word healing backed off, or inside the last suggestion) runs
+  only the output head, and so does each token it decodes that the slot already holds.
 
 A request runs: match (slot and tree, same user only) -> gather missing rows -> prefill the
 rest -> decode token by token (cancel checked before each) -> write new full and partial
@@ -43,8 +46,8 @@ from fimgate.backend.embedded.decode_loop import Decoded, NextToken, decode, dec
 from fimgate.backend.embedded.drafts import PromptLookup
 from fimgate.backend.embedded.heap import keep_large_buffers
 from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
-from fimgate.backend.embedded.slot import Slot
 from fimgate.backend.embedded.shifted_reuse import RECOMPUTE_CAP, select_recompute, uncovered, usable_spans
+from fimgate.backend.embedded.slot import Slot
 from fimgate.backend.embedded.threads import ThreadGovernor
 from fimgate.backend.model.cpu_bf16 import resolve_prefill_dtype, resolve_step_dtype
 from fimgate.backend.model.llama import KVBuffer, LlamaModel
