@@ -10,6 +10,12 @@ probability, and the median milliseconds for one token's head:
     8-bit             every row with 8-bit activations (one pass)
     8-bit + refined   that, then the REFINE_TOP highest rows again in fp32 (what the engine runs)
     residual          ~16-bit activations: x as two 8-bit rows in the same pass (before 2026-12-05)
+
+and for a healing constraint (the tokens that begin with a fragment typed, e.g. "se"), the two ways
+of reading only the allowed rows: the whole head's 8-bit pass then the allowed rows' best
+REFINE_TOP in fp32, against the allowed rows alone in fp32 from their dequantized weights (what
+the engine runs up to EXACT_ROWS of them): milliseconds, and how often the pick among the
+allowed is the fp32 head's.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import torch
 from fimgate.backend.embedded.engine import EmbeddedEngine
 from fimgate.backend.model import llama
 from fimgate.backend.model.llama import KVBuffer
-from fimgate.backend.model.quant_linear import REFINE_TOP, QuantWeight
+from fimgate.backend.model.quant_linear import EXACT_ROWS, REFINE_TOP, QuantWeight
 from fimgate.backend.model.registry import resolve_model
 from fimgate.bench.common.checkout import SHARED
 from fimgate.cli import build_parser
@@ -108,7 +114,39 @@ def main() -> None:
             "max_top_p_diff": round((torch.softmax(y, 1).max(1).values - p_ref).abs().max().item(), 5),
             "ms_per_token": _ms(lambda: way(h[:1]), a.repeats),
         }
+    out["healing"] = _healing(engine, head, h, reference, a.repeats)
     print(json.dumps(out, indent=1))
+
+
+FRAGMENTS = ("self", "ret", "se", "re", "s")  # from few allowed tokens to many
+
+
+def _healing(engine: EmbeddedEngine, head: QuantWeight, h: torch.Tensor, reference: torch.Tensor, repeats: int) -> dict:
+    tb = engine.tokenizer.token_bytes
+    out = {}
+    for frag in FRAGMENTS:
+        want = frag.encode()
+        allowed = torch.tensor([i for i, b in enumerate(tb) if b.startswith(want) or b.lstrip(b" ").startswith(want)])
+
+        def refined(x: torch.Tensor) -> torch.Tensor:
+            y = quant_linear(x[None], head.packed)[0]
+            head.refine(y, x, allowed)
+            return y[allowed]
+
+        best = reference[:, allowed].argmax(1)
+        out[frag] = {
+            "allowed": allowed.numel(),
+            "exact_rows": {
+                "pick_as_fp32": round(torch.stack([head.exact_rows(allowed, x).argmax() for x in h]).eq(best).float().mean().item(), 4),
+                "ms_per_token": _ms(lambda: head.exact_rows(allowed, h[0]), repeats),
+                "used": allowed.numel() <= EXACT_ROWS,
+            },
+            "8-bit + refined": {
+                "pick_as_fp32": round(torch.stack([refined(x).argmax() for x in h[:60]]).eq(best[:60]).float().mean().item(), 4),
+                "ms_per_token": _ms(lambda: refined(h[0]), repeats),
+            },
+        }
+    return out
 
 
 if __name__ == "__main__":
