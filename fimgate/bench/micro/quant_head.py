@@ -137,7 +137,9 @@ def _healing(engine: EmbeddedEngine, head: QuantWeight, h: torch.Tensor, referen
         out[frag] = {
             "allowed": allowed.numel(),
             "exact_rows": {
-                "pick_as_fp32": round(torch.stack([head.exact_rows(allowed, x).argmax() for x in h]).eq(best).float().mean().item(), 4),
+                "pick_as_fp32": round(
+                    torch.stack([head.exact_rows(allowed, x).argmax() for x in h]).eq(best).float().mean().item(), 4
+                ),
                 "ms_per_token": _ms(lambda: head.exact_rows(allowed, h[0]), repeats),
                 "used": allowed.numel() <= EXACT_ROWS,
             },
