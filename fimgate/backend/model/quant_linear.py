@@ -37,8 +37,9 @@ REFINE_TOP = 32  # rows of an output head computed again in fp32: those that cam
 # up to here, a head's rows asked for (a healing constraint's allowed tokens) are computed in fp32
 # from their dequantized weights rather than by the 8-bit pass over all rows: the 626 tokens that
 # begin "se" take 3.3 ms, 1,343 ("re") 6.7 ms, against 9.5-10.8 ms for the default model's whole
-# head (AMD EPYC Zen 1 class, 2 cores, 2026-12-06; `python -m fimgate.bench.micro.quant_head`)
-EXACT_ROWS = 1024
+# head (AMD EPYC Zen 1 class, 2 cores, 2026-12-06; `python -m fimgate.bench.micro.quant_head`):
+# the two meet near 1,800 rows
+EXACT_ROWS = 1536
 
 
 class QuantWeight:
