@@ -54,7 +54,10 @@ def test_greedy_tokens_and_cache_hits_match_cpu(engines):
     (cpu_cold, cpu_hot), (gpu_cold, gpu_hot) = out["cpu"], out["cuda"]
     assert gpu_cold.text == cpu_cold.text and len(gpu_cold.text) > 0
     assert gpu_hot.text == cpu_hot.text
-    assert gpu_hot.usage.prefilled_tokens == cpu_hot.usage.prefilled_tokens == 1
+    # one token appended (none where the slot kept the state after it: a first output token equal to
+    # the repeated one; CUDA graphs keep no states)
+    assert gpu_hot.usage.prefilled_tokens <= 1 and cpu_hot.usage.prefilled_tokens <= 1
+    assert gpu_hot.usage.prefix_cached_tokens >= len(ids) and cpu_hot.usage.prefix_cached_tokens >= len(ids)
 
 
 @pytest.mark.parametrize("share", [0.0, 0.15, 1.0])
