@@ -18,6 +18,8 @@ LAYERS = 24
 
 
 class _Recorded:
+    num_layers = LAYERS
+
     def __init__(self):
         self.ran: list[str] = []
         self.at_layer: dict[int, callable] = {}  # run once when the warm-up's chunk reaches that layer

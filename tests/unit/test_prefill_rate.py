@@ -58,14 +58,10 @@ def test_the_scheduler_times_its_chunks_without_the_key_that_paused_one():
     assert LAYER_S <= per_layer < LAYER_S + 0.006
 
 
-class _SlowLayered(_Slow):
-    num_layers = LAYERS
-
-
 def test_a_chunk_cancelled_part_way_is_timed_by_the_layers_it_ran():
     """A server's first prompts are often cancelled before any chunk ends (a file opened, then the
     cursor moved: the first warm-up is superseded): the layers that ran still tell the rate."""
-    compute = _SlowLayered()
+    compute = _Slow()
     sched = BatchScheduler(compute, threading.Lock())
     sched.drive_on(_Idle())
     warm, key, cancel = [], [], CancelToken()

@@ -146,6 +146,8 @@ def test_prompt_lookup_proposes_what_followed_the_latest_tokens():
 class _Rows:
     """A Compute that records the rows each step ran and answers each row with its own logits."""
 
+    num_layers = 1
+
     def __init__(self):
         self.steps: list[list[int]] = []
 

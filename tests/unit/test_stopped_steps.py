@@ -17,6 +17,8 @@ from fimgate.backend.embedded.scheduler import BatchScheduler, StepWork
 
 
 class _LongStep:
+    num_layers = 1
+
     def __init__(self):
         self.entered = threading.Event()  # a step is running
         self.release = threading.Event()  # let it end normally

@@ -364,13 +364,14 @@ class EmbeddedEngine:
         state after the last (slot.py), else never the last (its logits are needed)."""
         slot, slot_hit = self._take_slot(plan.user_id, prompt)
         slot.last_used = time.perf_counter()
-        if slot.state_at_end(prompt) is not None:  # (an earlier suggestion's tokens after it stay)
-            return slot, len(prompt)
+        if slot_hit >= len(prompt) and slot.state_after(len(prompt) - 1, prompt[-1]) is not None:
+            return slot, len(prompt)  # (an earlier suggestion's tokens after it stay)
         match = self.tree.match(plan.user_id, tuple(prompt))
         if match.num_tokens > slot_hit:
             self._gather(slot.kv, match.blocks, slot_hit, match.num_tokens)
         cached = min(max(slot_hit, match.num_tokens), len(prompt) - 1)
-        slot.replace(prompt[:cached])
+        slot.cut(min(slot_hit, cached))  # (rows past the slot's own prefix were gathered from the tree)
+        slot.extend(prompt[len(slot.tokens) : cached], None)
         return slot, cached
 
     def _remember_output(self, plan: FimPlan, output: list[int]) -> None:
@@ -442,9 +443,9 @@ class EmbeddedEngine:
         logits = yield work
         if logits is None:  # positions run in order, so all before the first not run hold their K/V
             done = work.done if isinstance(work, PrefillWork) else 0
-            slot.replace(prompt[: positions[done] if done < len(positions) else len(prompt)])
+            slot.extend(prompt[len(slot.tokens) : positions[done] if done < len(positions) else len(prompt)], None)
             return None
-        slot.replace(prompt)
+        slot.extend(prompt[len(slot.tokens) :], None)  # (the slot held prompt[:cached])
         for h in work.hidden or ():  # (the state after the last position run)
             slot.keep(positions[-1], h)
         return logits
@@ -479,7 +480,7 @@ class EmbeddedEngine:
         for w in works:
             n = 1 + len(w.draft or ())
             out.append(logits[at : at + n] if w.draft is not None else logits[at])
-            w.hidden = hidden[at : at + n] if len(hidden) == len(rows) else None
+            w.hidden = hidden[at : at + n]
             at += n
         return out
 

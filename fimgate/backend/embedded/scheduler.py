@@ -336,9 +336,8 @@ class BatchScheduler:
 
     def _time_part(self, r: _Request, record) -> None:
         """record(tokens, seconds, share) of r's chunk: the share of its layers that have run."""
-        layers = getattr(self.compute, "num_layers", None)
-        if layers and r.chunk_layers:
-            record(r.chunk_end - r.work.done, r.chunk_s, share=min(1.0, r.chunk_layers / layers))
+        if r.chunk_layers:
+            record(r.chunk_end - r.work.done, r.chunk_s, share=min(1.0, r.chunk_layers / self.compute.num_layers))
 
     def _run_steps(self, steps: list[_Request]) -> list[torch.Tensor | None]:
         """The step; once every request in it is cancelled while it runs (a person's next key

@@ -9,20 +9,20 @@ token and every decoded token (drafts included). The next request of the same pe
 ends exactly there - a key typed inside the word healing backed off leaves the prompt before
 that word as it was (`if s` and `if se` both end at `if `), and a prompt may end inside the
 suggestion just decoded - and then needs no forward at all: the head is run on the state kept
-(a partial head for a healing constraint: a few allowed rows, ~1-5 ms, against a ~45 ms step
-on a 2-core AVX2 CPU). That state is the one the forward computed when it ran, so the logits are
-those of the same computation, as cached K/V are.
+(a partial head for a healing constraint: a few allowed rows, 0.1-3.3 ms, against a ~45 ms step
+on a 2-core AVX2 CPU; 2026-12-06, 21d294d: `python -m fimgate.bench.micro.quant_head`). That
+state is the one the forward computed when it ran, so the logits are those of the same
+computation, as cached K/V are.
 
-A state is kept while every token up to its position is unchanged: replace() and cut() drop the
-states past the tokens that stay. At most MAX_HIDDEN are kept (the highest positions: where the
+A state is kept while every token up to its position is unchanged: cut() drops the states past
+the tokens that stay (the engine cuts a slot to its common prefix with the next prompt before
+anything is written past it). At most MAX_HIDDEN are kept (the highest positions: where the
 next prompt ends), ~3.5 KB each for a 896-wide model.
 """
 
 from __future__ import annotations
 
 import torch
-
-from fimgate.backend.block_tree import common_prefix
 
 MAX_HIDDEN = 256  # hidden states a slot keeps
 
@@ -35,12 +35,6 @@ class Slot:
         self.hidden: dict[int, torch.Tensor] = {}
         self.last_used = 0.0
         self.busy = False  # a running request computes in it
-
-    def replace(self, tokens: list[int]) -> None:
-        """The slot now holds `tokens` (its rows past their common prefix with the old ones are
-        being, or will be, overwritten): the states past that prefix are dropped."""
-        self._drop_from(common_prefix(self.tokens, tokens))
-        self.tokens = list(tokens)
 
     def cut(self, n: int) -> None:
         """Keep the first n tokens (drafts not kept, a prompt cancelled part way)."""
@@ -60,17 +54,10 @@ class Slot:
         if len(self.hidden) > MAX_HIDDEN:
             del self.hidden[min(self.hidden)]
 
-    def state_at_end(self, prompt: list[int]) -> torch.Tensor | None:
-        """The hidden state after the prompt's last token, if the slot holds the whole prompt and
-        kept it."""
-        n = len(prompt)
-        if len(self.tokens) < n or common_prefix(self.tokens, prompt) < n:
-            return None
-        return self.hidden.get(n - 1)
-
     def state_after(self, position: int, token: int) -> torch.Tensor | None:
-        """The hidden state after `token` at `position`, if the slot holds that token there (its
-        tokens before it being the asker's) and kept it."""
+        """The hidden state after `token` at `position`, if the slot holds that token there and
+        kept it (the caller knows the tokens before it are its own: a common prefix, or its
+        sequence so far)."""
         if len(self.tokens) <= position or self.tokens[position] != token:
             return None
         return self.hidden.get(position)
