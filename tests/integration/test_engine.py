@@ -5,6 +5,7 @@ import threading
 import torch
 
 from fimgate.backend.base import CancelToken, FimPlan, Finished, HealingConstraint, SamplingParams, TextDelta
+from fimgate.backend.embedded.engine import AT_ONCE_TOKENS
 from fimgate.backend.model.llama import KVBuffer
 from fimgate.kernels.rope import cos_sin, rerotate
 
@@ -89,6 +90,28 @@ def test_a_prompt_ending_inside_the_last_suggestion_runs_no_forward_for_what_it_
         s.clear()
     fresh, _ = _run(engine, ids + out[:2], user="inside-fresh", max_tokens=8)
     assert again.text == fresh.text and first.text.startswith(tok.decode(out[:2]) + again.text[:10])
+
+
+def test_a_keys_few_new_tokens_run_in_one_call_and_give_a_fresh_prompts_text(engine):
+    """A key whose prompt adds a few tokens to what its slot holds (a word and a space typed)
+    runs them through the C step in one call (engine.AT_ONCE_TOKENS), not the torch layers, and
+    the text is what a fresh prompt gives; a warm-up's do not (nothing pauses that call)."""
+    ids = engine.tokenizer.encode(CODE)
+    more = engine.tokenizer.encode(CODE + " n -")
+    assert more[: len(ids)] == ids and 2 <= len(more) - len(ids) <= AT_ONCE_TOKENS
+    _run(engine, ids, user="at-once", max_tokens=0)
+    calls = []
+    real = engine.model.forward_rows
+    engine.model.forward_rows = lambda *a, **k: calls.append(len(a[0])) or real(*a, **k)
+    try:
+        got, _ = _run(engine, more, user="at-once", max_tokens=8)
+        _run(engine, ids, user="at-once-warm", max_tokens=0)
+        _run(engine, more, user="at-once-warm", max_tokens=0)
+    finally:
+        del engine.model.forward_rows
+    assert calls == [got.usage.prefilled_tokens] and got.usage.prefilled_tokens >= 2
+    fresh, _ = _run(engine, more, user="at-once-fresh", max_tokens=8)
+    assert got.text == fresh.text
 
 
 def test_another_user_never_hits_my_cache(engine):

@@ -181,6 +181,27 @@ def test_quantized_steps_equal_the_torch_layers_on_the_same_blocks():
 
 
 @needs_kernel
+def test_a_few_prompt_tokens_in_one_call_equal_the_torch_layers():
+    """forward_rows (a key's few prompt tokens in one C call: the engine's AT_ONCE_TOKENS) leaves
+    the K/V the torch layers leave, each row attending only to the rows before it - so the next
+    step's logits are the same - and gives the last token's logits and hidden state."""
+    model = _quantized_model()
+    ids = torch.randint(0, 256, (24,), generator=torch.Generator().manual_seed(5))
+    kv_rows, kv_torch = KVBuffer.empty(model.cfg, 32), KVBuffer.empty(model.cfg, 32)
+    model.forward(ids[:18], torch.arange(18), kv_rows)
+    model.forward(ids[:18], torch.arange(18), kv_torch)
+    kept = []
+    got = model.forward_rows(ids[18:22].tolist(), list(range(18, 22)), kv_rows, hidden=kept)
+    want = model.forward(ids[18:22], torch.arange(18, 22), kv_torch)
+    assert (got - want).abs().max().item() < 1e-4 * max(1.0, want.abs().max().item())
+    assert len(kept) == 1 and torch.allclose(model.head(kept[0]), got)
+    assert torch.allclose(kv_rows.k[:, :, :22], kv_torch.k[:, :, :22], atol=1e-4)
+    nxt = [model.forward(ids[22:23], torch.tensor([22]), kv) for kv in (kv_rows, kv_torch)]
+    assert (nxt[0] - nxt[1]).abs().max().item() < 1e-4 * max(1.0, nxt[1].abs().max().item())
+    assert model.forward_rows([1, 2], [23, 23], kv_rows) is None  # slots not ascending: the layers run them
+
+
+@needs_kernel
 def test_a_batched_quantized_step_gives_each_sequence_exactly_its_step_alone():
     model = _quantized_model()
     kvs = [KVBuffer.empty(model.cfg, 32) for _ in range(5)]

@@ -58,6 +58,12 @@ from fimgate.kernels.llama_step import StepStopped
 from fimgate.kernels.rope import inv_frequencies, rerotate
 
 MAX_REMEMBERED_OUTPUTS = 4096  # sessions whose last suggestion drafts may come from
+# a key's prefill of up to this many tokens (an Enter and its indent, a word's last tokens) runs
+# through the C step in one call, not the torch layers: 2-4 tokens 44-63 ms against 57-78 (8: 106
+# vs 111, 16: 194 vs 187; Qwen2.5-Coder-0.5B on the AVX2 VM, 2026-12-06: `python -m
+# fimgate.bench.micro.llama_step --dtype auto --context 140 --rows 2,3,4,8,16`); a call nothing can
+# pause, so a few tokens only
+AT_ONCE_TOKENS = 4
 QUANTIZED = "gguf-blocks"  # prefill_dtype / step_dtype of a model multiplied in its file's quantized blocks
 
 
@@ -439,7 +445,8 @@ class EmbeddedEngine:
         if len(positions) == 1 and not recomputing:  # a keystroke's 1-token append: one decode step
             work = StepWork(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
         else:
-            work = PrefillWork([prompt[p] for p in positions], positions, slot.kv, argmax_only, only_ids)
+            at_once = plan.sampling.max_tokens > 0 and len(positions) <= AT_ONCE_TOKENS  # a key's, not a warm-up's
+            work = PrefillWork([prompt[p] for p in positions], positions, slot.kv, argmax_only, only_ids, at_once=at_once)
         logits = yield work
         if logits is None:  # positions run in order, so all before the first not run hold their K/V
             done = work.done if isinstance(work, PrefillWork) else 0
@@ -489,6 +496,10 @@ class EmbeddedEngine:
         work between two); returns the logits after the last once end is the last."""
         dev = self.model.device
         last = end == len(work.ids)
+        if work.at_once and work.done == 0 and last:
+            logits = self.model.forward_rows(work.ids, work.positions, work.kv, work.argmax_only, work.only_ids, work.hidden)
+            if logits is not None:  # (None: the C step cannot run them; the layers do)
+                return logits
         return (
             yield from self.model.forward_by_layer(
                 torch.tensor(work.ids[work.done : end], device=dev),

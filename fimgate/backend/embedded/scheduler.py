@@ -77,7 +77,8 @@ class StepWork:
 @dataclass
 class PrefillWork:
     """Tokens `ids` at `positions` (ascending) of `kv`; the logits after the last. `done`: how
-    many have run (they run in chunks)."""
+    many have run (they run in chunks). at_once: a key's few tokens, run in one call where the
+    compute can (not layer by layer: nothing pauses it)."""
 
     ids: list[int]
     positions: list[int]
@@ -85,6 +86,7 @@ class PrefillWork:
     argmax_only: bool = False
     only_ids: list[int] | None = None
     done: int = 0
+    at_once: bool = False
     hidden: list[torch.Tensor] = field(default_factory=list)  # the compute appends the last token's hidden state
 
 

@@ -325,6 +325,24 @@ class LlamaModel:
         x = yield from self._layers(ids, slots, kv, None, None)
         return self._logits(x, logits_for, argmax_only, only_ids, hidden)
 
+    @torch.inference_mode()
+    def forward_rows(
+        self,
+        ids: list[int],
+        slots: list[int],
+        kv: KVBuffer,
+        argmax_only: bool = False,
+        only_ids: list[int] | None = None,
+        hidden: list[torch.Tensor] | None = None,
+    ) -> torch.Tensor | None:
+        """forward() of a few tokens (positions = slots, ascending) in one call of the C step,
+        each row attending up to its own slot as a prompt's causal mask does; the logits after the
+        last. None where the C step cannot run them (no C step, a cache it does not take)."""
+        if self.fused_step is None or any(b <= a for a, b in zip(slots, slots[1:])):
+            return None
+        x = self.fused_step.batch(ids, slots, slots, [kv] * len(ids))
+        return None if x is None else self._logits(x, "last", argmax_only, only_ids, hidden)
+
     def _logits(
         self, x: torch.Tensor, logits_for: str, argmax_only: bool, only_ids: list[int] | None, hidden: list | None = None
     ) -> torch.Tensor | None:
