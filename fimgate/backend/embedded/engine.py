@@ -445,7 +445,7 @@ class EmbeddedEngine:
         if len(positions) == 1 and not recomputing:  # a keystroke's 1-token append: one decode step
             work = StepWork(prompt[positions[0]], positions[0], slot.kv, argmax_only, only_ids)
         else:
-            at_once = plan.sampling.max_tokens > 0 and len(positions) <= AT_ONCE_TOKENS  # a key's, not a warm-up's
+            at_once = not is_warmup(plan) and len(positions) <= AT_ONCE_TOKENS  # a key's, not a warm-up's
             work = PrefillWork([prompt[p] for p in positions], positions, slot.kv, argmax_only, only_ids, at_once=at_once)
         logits = yield work
         if logits is None:  # positions run in order, so all before the first not run hold their K/V
