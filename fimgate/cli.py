@@ -295,9 +295,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _make_output_folders(args) -> None:
+    """A benchmark's --json / --plot path in a folder not made yet: make it now, not fail after the run."""
+    for name in ("json", "plot"):
+        path = getattr(args, name, None)
+        if isinstance(path, str) and os.path.dirname(path):
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            except OSError as e:
+                raise UserError(f"--{name} {path}: {e.strerror}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _make_output_folders(args)
         return args.func(args)
     except UserError as e:
         print(f"fimgate: error: {e}", file=sys.stderr)

@@ -134,6 +134,7 @@ class UsageReport:
     draft_tokens: int = 0  # speculative decoding: draft tokens verified
     accepted_draft_tokens: int = 0  # ... of them greedy decoding picked (each saved a step)
     queued_ms: float | None = None  # from the backend's receiving it to its compute starting (ttft counts from there)
+    threads: int | None = None  # compute threads it started with (the engine fits them to the cores free)
 
     @property
     def cached_tokens(self) -> int:
@@ -154,6 +155,7 @@ class UsageReport:
             "type_through": self.type_through,
             "draft_tokens": {"run": self.draft_tokens, "accepted": self.accepted_draft_tokens},
             "queued_ms": self.queued_ms,
+            "threads": self.threads,
         }
 
 

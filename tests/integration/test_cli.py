@@ -120,6 +120,7 @@ def test_an_unknown_model_name_is_one_line_naming_the_known_ones():
         (["bench", "quality", "--compare-dtype", "auto"], "precision already measured"),
         (["bench", "quality", "--strategies", "no-cache,served", "--perturb", "edit-above"], "cold request"),
         (["bench", "replay", "x.jsonl", "--dump-outcomes", "/nonexistent/dir/out.jsonl"], "--dump-outcomes"),
+        (["bench", "lsp", "--json", "/proc/fimgate-no/editor.json"], "--json /proc/fimgate-no/editor.json"),
     ],
 )
 def test_bad_benchmark_flags_are_clear_errors(args, needle):

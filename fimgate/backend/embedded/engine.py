@@ -120,11 +120,12 @@ class _Cost:
     shifted_reused: int
     recomputed: int
     positions: list[int]  # the positions run: uncached ones, and the recomputed shifted ones
+    threads: int  # compute threads when it started
 
     @classmethod
-    def of(cls, prompt_tokens: int, cached: int, shifted: set[int], recompute: set[int]) -> "_Cost":
+    def of(cls, prompt_tokens: int, cached: int, shifted: set[int], recompute: set[int], threads: int) -> "_Cost":
         positions = [p for p in range(cached, prompt_tokens) if p not in shifted or p in recompute]
-        return cls(prompt_tokens, cached, len(shifted) - len(recompute), len(recompute), positions)
+        return cls(prompt_tokens, cached, len(shifted) - len(recompute), len(recompute), positions, threads)
 
     def report(self, out: Decoded, t0: float, t_decoded: float, t_end: float, queued_ms: float) -> UsageReport:
         ttft = None if out.t_first is None else (out.t_first - t0) * 1000
@@ -141,6 +142,7 @@ class _Cost:
             accepted_draft_tokens=out.accepted,
             total_ms=(t_end - t0) * 1000,
             queued_ms=queued_ms,
+            threads=self.threads,
             cancelled=out.finish == "cancelled",
             finish_reason=out.finish,
         )
@@ -307,12 +309,12 @@ class EmbeddedEngine:
         cached prefix, place shifted text, run the tokens that must be computed, decode, store
         and report. Yields events and the compute it needs (StepWork, PrefillWork)."""
         t0 = time.perf_counter()
-        self.governor.choose()
+        threads = self.governor.choose()
         self._now_s = plan.issued_at_s if plan.issued_at_s is not None else time.monotonic()
         slot, cached = self._claim(plan, prompt)
         try:
             shifted, recompute = self._place_moved_text(plan, prompt, cached, slot)
-            cost = _Cost.of(len(prompt), cached, shifted, recompute)
+            cost = _Cost.of(len(prompt), cached, shifted, recompute, threads)
             if cancel.cancelled:
                 yield self._finish(plan, slot, cost, Decoded("", 0, None, "cancelled"), t0, arrived)
                 return
@@ -500,17 +502,24 @@ class EmbeddedEngine:
             logits = self.model.forward_rows(work.ids, work.positions, work.kv, work.argmax_only, work.only_ids, work.hidden)
             if logits is not None:  # (None: the C step cannot run them; the layers do)
                 return logits
-        return (
-            yield from self.model.forward_by_layer(
-                torch.tensor(work.ids[work.done : end], device=dev),
-                torch.tensor(work.positions[work.done : end], device=dev),
-                work.kv,
-                logits_for="last" if last else "none",
-                argmax_only=work.argmax_only,
-                only_ids=work.only_ids,
-                hidden=work.hidden if last else None,
-            )
+        layers = self.model.forward_by_layer(
+            torch.tensor(work.ids[work.done : end], device=dev),
+            torch.tensor(work.positions[work.done : end], device=dev),
+            work.kv,
+            logits_for="last" if last else "none",
+            argmax_only=work.argmax_only,
+            only_ids=work.only_ids,
+            hidden=work.hidden if last else None,
         )
+        while True:
+            # a prefill of seconds follows the cores as they free up or fill: the editor busy with
+            # the move that asked for it, then idle while the person reads (threads.py)
+            self.governor.choose()
+            try:
+                next(layers)
+            except StopIteration as done:
+                return done.value
+            yield
 
     def _step(
         self, token: int, position: int, kv: KVBuffer, argmax_only: bool = False, only_ids: list[int] | None = None

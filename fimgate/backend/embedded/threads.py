@@ -4,8 +4,10 @@ torch and the C kernels split every step across `torch.get_num_threads()` OpenMP
 wait at a barrier for the slowest. Where another process keeps a core busy (a compiler, a test
 run, the editor), the thread on that core runs a fraction of the time and every step waits for
 it: on 2 cores, one busy loop beside the engine made a request ~20x slower. So before each
-request the governor looks at what the other processes used since the last look (/proc/stat
-minus this process's own time, /proc/self/stat) and runs on the cores left free:
+request, and between the layers of a prefill (a warm-up after a cursor move starts while the
+editor still draws the move; the editor then idles for the seconds the prefill takes), the
+governor looks at what the other processes used since its last look, at least MIN_INTERVAL_S
+ago (/proc/stat minus this process's own time, /proc/self/stat), and runs on the cores left free:
 
     threads = clamp(round-down(usable - others_busy + SLACK), 1, usable)
 
