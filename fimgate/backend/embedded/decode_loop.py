@@ -50,6 +50,7 @@ class Decoded:
     discard: int = 0  # rows of the last step after the last token kept: not the sequence's
     drafted: int = 0  # draft tokens run
     accepted: int = 0  # ... and kept
+    refused: int = 0  # steps whose draft ended at a token greedy decoding did not pick
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def decode(
     out_ids: list[int] = []  # every token sampled, healing's included
     draft: list[int] = []  # draft tokens whose rows ran, not yet compared
     pending: list[torch.Tensor] = []  # pending[j]: the logits after draft[j]
-    drafted = accepted = 0
+    drafted = accepted = refused = 0
     for i in range(max_new):
         if cancel.cancelled:
             finish = "cancelled"
@@ -134,6 +135,7 @@ def decode(
             accepted += 1
             continue
         discard = len(draft)
+        refused += discard > 0
         draft = []
         if drafter is not None and allowed is None and num_out:  # (the first new text's step runs alone)
             left = min(plan.sampling.max_tokens - num_out, max_new - 1 - i)  # samples after tok still allowed
@@ -148,7 +150,7 @@ def decode(
     tail = stops.flush()
     if tail and finish != "cancelled":
         yield TextDelta(tail)
-    return Decoded(stops.text, num_out, t_first, finish, len(draft), drafted, accepted)
+    return Decoded(stops.text, num_out, t_first, finish, len(draft), drafted, accepted, refused)
 
 
 def unsure(logits: torch.Tensor, tok: int, min_prob: float) -> bool:

@@ -43,6 +43,7 @@ from fimgate.backend.base import (  # noqa: F401
 from fimgate.backend.block_tree import BlockTree, common_prefix
 from fimgate.backend.embedded.constraint import TextPrefixIndex
 from fimgate.backend.embedded.decode_loop import Decoded, NextToken, decode, decode_rate, first_pick
+from fimgate.backend.embedded.draft_policy import DraftPolicy
 from fimgate.backend.embedded.drafts import PromptLookup
 from fimgate.backend.embedded.heap import keep_large_buffers
 from fimgate.backend.embedded.scheduler import BatchScheduler, PrefillWork, StepWork
@@ -192,6 +193,7 @@ class EmbeddedEngine:
         self._lock = threading.Lock()
         self.scheduler = BatchScheduler(self, self._lock)
         self.speculate = config.speculate
+        self.draft_policy = DraftPolicy()  # how many of those a step tries: what has paid here
         special = {self._tokenizer.token_id(t) for t in getattr(self._tokenizer, "_special", {})} - {None}
         self._heal_index = TextPrefixIndex(self._tokenizer.token_bytes, exclude_ids=special)
         self._last_outputs: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()  # where drafts look first
@@ -347,6 +349,7 @@ class EmbeddedEngine:
             if out.discard:  # draft rows not kept: not the sequence's
                 slot.cut(n - out.discard)
             self._remember_output(plan, slot.tokens[len(prompt) : n - out.discard])
+            self.draft_policy.record_request(out.accepted, out.refused)
             yield self._finish(plan, slot, cost, out, t0, arrived)
         finally:
             slot.busy = False
@@ -395,8 +398,11 @@ class EmbeddedEngine:
         rows of one sequence in one call (CUDA graphs and torch layers run them one by one)."""
         if self.speculate == 0 or self.model.fused_step is None or self._graphs is not None:
             return None
+        k = self.draft_policy.length(self.speculate, self.governor.threads)
+        if k == 0:
+            return None
         previous = self._last_outputs.get((plan.user_id, plan.session_id), ())
-        return PromptLookup(prompt, previous, self.speculate)
+        return PromptLookup(prompt, previous, k)
 
     def _place_moved_text(self, plan: FimPlan, prompt: list[int], cached: int, slot: Slot) -> tuple[set[int], set[int]]:
         """Suffix-KV correction: text of an earlier prompt of the same user (the session's own, or
@@ -474,6 +480,7 @@ class EmbeddedEngine:
             return [self._graphs.step(w.token, w.position, w.kv) for w in works]
         rows = [(w, j) for w in works for j in range(1 + len(w.draft or ()))]
         hidden: list[torch.Tensor] = []
+        t = time.perf_counter()
         try:
             logits = self.model.step_batch(
                 [w.draft[j - 1] if j else w.token for w, j in rows],
@@ -485,6 +492,8 @@ class EmbeddedEngine:
             )
         except StepStopped:
             return None
+        if len(works) == 1:  # what a draft row costs against a step (draft_policy.py)
+            self.draft_policy.record_step(self.governor.threads, len(rows), time.perf_counter() - t)
         out, at = [], 0
         for w in works:
             n = 1 + len(w.draft or ())
@@ -591,6 +600,7 @@ class EmbeddedEngine:
                 s.clear()
                 s.last_used = 0.0
             self._last_outputs.clear()
+            self.draft_policy = DraftPolicy()
 
     def stats(self) -> dict:
         return {
@@ -604,4 +614,5 @@ class EmbeddedEngine:
             "step_dtype": self.step_dtype,
             "heap_tuned": self.heap_tuned,
             **self.governor.state(),
+            **self.draft_policy.state(self.governor.threads),
         }
