@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fimgate.backend.base import FimPlan, HealingConstraint, ReuseClass, ReuseHint, SamplingParams, Tokenizer
 from fimgate.efim.chunk_order import ChunkOrder
@@ -168,7 +168,11 @@ class EfimPlanner:
             s.hint_prompts = self._hint_sources(key, prev)
             hints = self._hints(s.hint_prompts, prompt)
             fixed = len(s.fixed_ids)
-            s.anchor_hints = tuple(h for h in hints if h.new_start + h.num_tokens <= fixed)
+            # (cut at the fixed ids' end: moved text running on into the typed line - an edit just
+            # before the cursor - is still the anchor's to take, were its prefill cut short)
+            s.anchor_hints = tuple(
+                replace(h, num_tokens=min(h.num_tokens, fixed - h.new_start)) for h in hints if h.new_start < fixed
+            )
         s.last_prompt = prompt
         s.num_requests += 1
         self._sessions[key] = s

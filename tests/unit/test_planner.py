@@ -4,7 +4,7 @@ import pytest
 
 from fimgate.backend.base import ReuseClass
 from fimgate.efim.planner import EditorState, EfimPlanner
-from fimgate.efim.templates import TEMPLATES
+from fimgate.efim.templates import TEMPLATES, FimTemplate
 from fimgate.efim.window import WindowConfig
 
 DOC = "import os\n\n\ndef area(w, h):\n    return w * h\n\n\ndef main():\n    print(area(2, 3))\n"
@@ -185,3 +185,28 @@ def test_the_keys_after_a_jump_carry_the_anchors_hints_and_a_second_jump_offers_
     again = planner.plan(EditorState("u", "d", text, text.index("def area")))
     sources = dict(again.hint_prompts)
     assert sources[""] == keys[-1].prompt_ids and sources["earlier:1"] == before.prompt_ids
+
+
+def test_a_reanchor_asked_again_carries_its_hints_where_moved_text_runs_into_the_typed_line(smol_tok):
+    """A deletion just after the cursor (the suffix's first characters) re-anchors, and the rest of
+    the suffix moved, up to <MID> and on into the line being typed after it (a PSM template: the
+    typed line follows <MID>). When that request is cancelled before its prefill (VS Code asks
+    again for the same text), the repeat is an EFIM append on the anchor: it still carries the
+    hints, cut at the anchor's end, so the moved text is placed from the cache instead of
+    prefilled (on the default model, flask's ctx.py: 3 tokens + 4 recomputed, not 28)."""
+    psm = FimTemplate("psm-on-smollm2", "psm", "<filename>", "<gh_stars>", "<issue_start>", ("<|endoftext|>",))
+    planner = EfimPlanner(smol_tok, psm, WindowConfig(prefix_tokens=256, suffix_tokens=64), recompute_share=0.15)
+    at = DOC.index("ea(2, 3)")
+    planner.plan(EditorState("u", "d", DOC, at))
+    edited = DOC[:at] + DOC[at + 1 :]  # the "e" after the cursor deleted
+    first = planner.plan(EditorState("u", "d", edited, at))
+    anchor = len(planner._sessions[("u", "d")].fixed_ids)
+    assert first.reuse_class is ReuseClass.REANCHOR and anchor < len(first.prompt_ids)
+    assert any(h.new_start < anchor < h.new_start + h.num_tokens for h in first.reuse_hints)
+    again = planner.plan(EditorState("u", "d", edited, at))
+    assert again.reuse_class is ReuseClass.EFIM_APPEND and again.reuse_hints
+    assert again.hint_prompts == first.hint_prompts
+    for h in again.reuse_hints:
+        assert h.new_start + h.num_tokens <= anchor
+        old = dict(again.hint_prompts)[h.source]
+        assert old[h.old_start : h.old_start + h.num_tokens] == again.prompt_ids[h.new_start : h.new_start + h.num_tokens]
