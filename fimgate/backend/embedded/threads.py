@@ -24,7 +24,7 @@ import time
 
 import torch
 
-SLACK = 0.35  # others using up to 0.65 of a core still leave it to us (editors idle at a few %)
+SLACK = 0.35  # others using up to 0.35 of a core still leave it to us (editors idle at a few %)
 MIN_INTERVAL_S = 0.05  # a shorter look says little (clock ticks are 10 ms)
 
 
