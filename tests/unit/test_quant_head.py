@@ -11,9 +11,9 @@ from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
 
 from fimgate.backend.model.gguf_blocks import unpack
-from fimgate.backend.model.quant_linear import REFINE_TOP, QuantWeight
+from fimgate.backend.model.quant_linear import REFINE_TOP, QuantWeight, screen_copy
 from fimgate.kernels import cpu_build
-from fimgate.kernels.quant_gemv import QuantMatrix
+from fimgate.kernels.quant_gemv import QuantMatrix, dequantize, quant_linear
 
 pytestmark = pytest.mark.skipif(cpu_build.compiler() is None, reason="no C compiler: quantized weights are dequantized")
 ROWS, COLS = 4096, 512
@@ -73,3 +73,20 @@ def test_a_few_rows_asked_for_are_the_fp32_heads_exactly():
     for i in range(x.shape[0]):
         assert torch.allclose(head.exact_rows(rows, x[i]), w[rows] @ x[i], rtol=1e-5, atol=1e-4)
         assert not torch.allclose(head(x[i : i + 1], refine=False)[0][rows], w[rows] @ x[i], rtol=1e-5, atol=1e-4)
+
+
+def test_a_4_bit_screen_picks_the_rows_and_the_pick_is_still_the_fp32_heads():
+    """A Q8_0 head's screening pass on its Q4_0 copy (screen_copy: ggml's own rounding, half the
+    bytes read): the pick and its logit are the fp32-dequantized head's all the same, on rows
+    closer to one another than a vocabulary's (on the default model's real states: docs/benchmarks.md)."""
+    m, w = _head()
+    screen = screen_copy(m)
+    want = gguf_dequantize(gguf_quantize(w.numpy(), T.Q4_0), T.Q4_0).reshape(ROWS, COLS)
+    assert screen.nbytes < 0.6 * m.nbytes and torch.equal(dequantize(screen), torch.from_numpy(want.copy()))
+    x = _states()
+    exact = x @ w.T
+    screened = QuantWeight([m], refine_top=REFINE_TOP, screen=screen)(x)
+    assert (quant_linear(x, screen).argmax(1) != exact.argmax(1)).sum() >= 3  # 4 bits alone pick other rows
+    assert torch.equal(screened.argmax(1), exact.argmax(1))
+    top = exact.argmax(1, keepdim=True)  # (the pick's probability, for the floor rule, from its fp32 logit)
+    assert torch.allclose(screened.gather(1, top), exact.gather(1, top), rtol=1e-5, atol=1e-4)

@@ -32,11 +32,12 @@ import torch.nn.functional as F
 from fimgate.backend.model.config import ModelConfig
 from fimgate.backend.model.fused_step import FusedStep
 from fimgate.backend.model.mixed_linear import MixedWeight, linear
-from fimgate.backend.model.quant_linear import EXACT_ROWS, REFINE_TOP, QuantWeight
+from fimgate.backend.model.quant_linear import EXACT_ROWS, REFINE_TOP, QuantWeight, screen_copy
 from fimgate.backend.model.screened_head import ScreenedHead
 from fimgate.kernels.decode_attention import decode_attention as cpu_decode_attention
 from fimgate.kernels.quant_gemv import QuantMatrix, dequantize
 from fimgate.kernels.quant_gemv import embedding as quant_embedding
+from fimgate.kernels.quant_pack import BITS
 from fimgate.kernels.rope import apply_rope, cos_sin, inv_frequencies, rope_tables
 
 _LAYER_WEIGHTS = (
@@ -221,8 +222,13 @@ class LlamaModel:
         t = {k: v if isinstance(v, QuantMatrix) else v.to(self.device, dtype) for k, v in tensors.items()}
         self.embed = t["embed"]  # a tensor, or a QuantMatrix read row by row (embed_tokens)
         head = t["embed"] if cfg.tie_embeddings else t["lm_head"]
-        # a quantized head computes its highest rows again in fp32 (quant_linear.py: the pick is fp32's)
-        self.lm_head = QuantWeight([head], refine_top=REFINE_TOP) if isinstance(head, QuantMatrix) else head
+        # a quantized head computes its highest rows again in fp32 (quant_linear.py: the pick is fp32's),
+        # those a 4-bit copy's pass picks where the file's head has more bits (Q8_0: half the reads)
+        if isinstance(head, QuantMatrix):
+            screen = screen_copy(head) if BITS[head.fmt] > 4 and head.cols % 32 == 0 else None
+            self.lm_head = QuantWeight([head], refine_top=REFINE_TOP, screen=screen)
+        else:
+            self.lm_head = head
         self.final_norm = t["final_norm"]
         self.screened_head = (
             ScreenedHead(self.lm_head)

@@ -30,7 +30,7 @@ import torch
 from fimgate.backend.embedded.engine import EmbeddedEngine
 from fimgate.backend.model import llama
 from fimgate.backend.model.llama import KVBuffer
-from fimgate.backend.model.quant_linear import EXACT_ROWS, REFINE_TOP, QuantWeight
+from fimgate.backend.model.quant_linear import EXACT_ROWS, REFINE_TOP, QuantWeight, screen_copy
 from fimgate.backend.model.registry import resolve_model
 from fimgate.bench.common.checkout import SHARED
 from fimgate.cli import build_parser
@@ -104,6 +104,7 @@ def main() -> None:
         "8-bit": lambda x: quant_linear(x, head.packed),
         "8-bit + refined": QuantWeight(head.packed.parts, refine_top=REFINE_TOP),
         "residual": lambda x: quant_linear(x, head.packed, residual=True),
+        "4-bit screen + refined": QuantWeight(head.packed.parts, refine_top=REFINE_TOP, screen=screen_copy(head.packed.parts[0])),
     }
     p_ref = torch.softmax(reference, 1).max(1).values
     out = {"model": engine.model_name, "states": h.shape[0], "threads": torch.get_num_threads(), "ways": {}}
