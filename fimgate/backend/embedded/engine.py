@@ -521,9 +521,9 @@ class EmbeddedEngine:
             hidden=work.hidden if last else None,
         )
         while True:
-            # a prefill of seconds follows the cores as they free up or fill: the editor busy with
-            # the move that asked for it, then idle while the person reads (threads.py)
-            self.governor.choose()
+            # a prefill of seconds takes the cores that free up: the editor busy with the move that
+            # asked for it, then idle while the person reads (threads.py)
+            self.governor.refit()
             try:
                 next(layers)
             except StopIteration as done:

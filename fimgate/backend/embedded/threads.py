@@ -4,15 +4,17 @@ torch and the C kernels split every step across `torch.get_num_threads()` OpenMP
 wait at a barrier for the slowest. Where another process keeps a core busy (a compiler, a test
 run, the editor), the thread on that core runs a fraction of the time and every step waits for
 it: on 2 cores, one busy loop beside the engine made a request ~20x slower. So before each
-request, and between the layers of a prefill (a warm-up after a cursor move starts while the
-editor still draws the move; the editor then idles for the seconds the prefill takes), the
-governor looks at what the other processes used since its last look, at least MIN_INTERVAL_S
-ago (/proc/stat minus this process's own time, /proc/self/stat), and runs on the cores left free:
+request the governor looks at what the other processes used since its last look, at least
+MIN_INTERVAL_S ago (/proc/stat minus this process's own time, /proc/self/stat), and runs on the
+cores left free:
 
     threads = clamp(round-down(usable - others_busy + SLACK), 1, usable)
 
 `usable` is what this process may use at all: its CPU affinity, capped by a cgroup CPU quota.
-A pinned count (`--threads N`) is kept as it is. `state()` says how many threads run and why
+A pinned count (`--threads N`) is kept as it is. A prefill that began on fewer threads than
+`usable` looks again between its layers (refit, at least REFIT_INTERVAL_S apart) and takes the
+cores freed since: a warm-up after a cursor move starts while the editor still draws the move,
+and the editor then idles for the seconds the prefill takes. It never gives one back mid-prefill. `state()` says how many threads run and why
 (/health, /metrics).
 """
 
@@ -26,6 +28,7 @@ import torch
 
 SLACK = 0.35  # others using up to 0.35 of a core still leave it to us (editors idle at a few %)
 MIN_INTERVAL_S = 0.05  # a shorter look says little (clock ticks are 10 ms)
+REFIT_INTERVAL_S = 0.2  # a look between a prefill's layers spans at least this
 
 
 def usable_cores() -> int:
@@ -72,10 +75,10 @@ class CpuLoad:
         ours = int(mine[11]) + int(mine[12])  # utime, stime of every thread of this process
         return time.monotonic(), busy / self._tick, ours / self._tick
 
-    def others_busy(self) -> float | None:
+    def others_busy(self, min_interval_s: float = MIN_INTERVAL_S) -> float | None:
         """Cores' worth used by other processes since the last call; None when too soon to say."""
         now = self._sample()
-        if now is None or self._last is None or now[0] - self._last[0] < MIN_INTERVAL_S:
+        if now is None or self._last is None or now[0] - self._last[0] < min_interval_s:
             return None
         (t0, busy0, ours0), (t1, busy1, ours1) = self._last, now
         self._last = now
@@ -107,6 +110,24 @@ class ThreadGovernor:
             torch.set_num_threads(threads)
         self.threads = threads
         self.reason = f"{self.usable} usable cores, {others:.1f} busy with other processes"
+        return threads
+
+    def refit(self) -> int:
+        """Between a prefill's layers: take the cores that freed up since the request began (a
+        warm-up begun while the editor drew the cursor move), and never give any back mid-prefill:
+        on a quiet machine a prefill then runs on one thread count throughout, so its numbers
+        are those of the same prefill run again."""
+        if self.pinned or self.threads >= self.usable:
+            return self.threads
+        others = self._load.others_busy(REFIT_INTERVAL_S)
+        if others is None:
+            return self.threads
+        self.others = others
+        threads = max(self.threads, min(self.usable, int(self.usable - others + SLACK)))
+        if threads != self.threads:
+            torch.set_num_threads(threads)
+            self.threads = threads
+            self.reason = f"{self.usable} usable cores, {others:.1f} busy with other processes"
         return threads
 
     def state(self) -> dict:
