@@ -14,8 +14,8 @@ cores left free:
 A pinned count (`--threads N`) is kept as it is. A prefill that began on fewer threads than
 `usable` looks again between its layers (refit, at least REFIT_INTERVAL_S apart) and takes the
 cores freed since: a warm-up after a cursor move starts while the editor still draws the move,
-and the editor then idles for the seconds the prefill takes. It never gives one back mid-prefill. `state()` says how many threads run and why
-(/health, /metrics).
+and the editor then idles for the seconds the prefill takes. It never gives one back
+mid-prefill. `state()` says how many threads run and why (/health, /metrics).
 """
 
 from __future__ import annotations
