@@ -101,16 +101,7 @@ class ThreadGovernor:
             if torch.get_num_threads() != self.threads:  # another engine in this process set its own
                 torch.set_num_threads(self.threads)
             return self.threads
-        others = self._load.others_busy()
-        if others is None:
-            return self.threads
-        self.others = others
-        threads = max(1, min(self.usable, int(self.usable - others + SLACK)))
-        if threads != torch.get_num_threads():
-            torch.set_num_threads(threads)
-        self.threads = threads
-        self.reason = f"{self.usable} usable cores, {others:.1f} busy with other processes"
-        return threads
+        return self._fit(self._load.others_busy(), at_least=1)
 
     def refit(self) -> int:
         """Between a prefill's layers: take the cores that freed up since the request began (a
@@ -119,15 +110,18 @@ class ThreadGovernor:
         are those of the same prefill run again."""
         if self.pinned or self.threads >= self.usable:
             return self.threads
-        others = self._load.others_busy(REFIT_INTERVAL_S)
+        return self._fit(self._load.others_busy(REFIT_INTERVAL_S), at_least=self.threads)
+
+    def _fit(self, others: float | None, at_least: int) -> int:
+        """The cores left by `others` (None: too soon to say, keep), set in torch."""
         if others is None:
             return self.threads
         self.others = others
-        threads = max(self.threads, min(self.usable, int(self.usable - others + SLACK)))
-        if threads != self.threads:
+        threads = max(at_least, min(self.usable, int(self.usable - others + SLACK)))
+        if threads != torch.get_num_threads():
             torch.set_num_threads(threads)
-            self.threads = threads
-            self.reason = f"{self.usable} usable cores, {others:.1f} busy with other processes"
+        self.threads = threads
+        self.reason = f"{self.usable} usable cores, {others:.1f} busy with other processes"
         return threads
 
     def state(self) -> dict:
