@@ -74,6 +74,9 @@ class SamplingParams:
     # a suggestion as long as the model is sure of it: it ends before a token the model gives less
     # than this probability (never while it is only white space). None: the whole completion
     min_token_prob: float | None = None
+    # with a greedy suggestion, up to this many others for the keys the person may type instead:
+    # per next character, the token the model picks if that character is typed (Alternatives)
+    alternatives: int = 0
 
     def __post_init__(self) -> None:
         if self.max_tokens < 0:
@@ -179,12 +182,23 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class Alternatives:
+    """Streamed before a suggestion's text, where asked for (SamplingParams.alternatives): for
+    other characters the person may type next, each the text from the cursor on that the model
+    picks once that character is typed - its first token, the highest of those that begin with
+    it (fimgate/backend/embedded/alternatives.py). An editor keeps them with the suggestion, so a
+    key that leaves the suggestion still finds ghost text before its own answer comes."""
+
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Finished:
     text: str  # the whole completion
     usage: UsageReport
 
 
-StreamEvent = TextDelta | Finished
+StreamEvent = TextDelta | Alternatives | Finished
 
 
 def last_finished(events) -> Finished | None:

@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fimgate.backend.base import (
+    Alternatives,
     BackendError,
     BackendUnavailableError,
     CancelToken,
@@ -160,6 +161,7 @@ def create_app(
                 seed=body.seed,
                 max_predict_ms=body.max_predict_ms,
                 min_token_prob=body.min_token_prob,
+                alternatives=body.alternatives if body.stream else 0,
             )
             state = EditorState(
                 user_id=user_of(request, body.user),
@@ -348,6 +350,8 @@ async def _sse(first, events, cancel: CancelToken, shape, metrics: _Metrics, ans
             if isinstance(ev, TextDelta):
                 sent.append(ev.text)
                 yield _event(shape(ev.text, None, False))
+            elif isinstance(ev, Alternatives):
+                yield _event({**shape("", None, False), "fimgate_alternatives": list(ev.texts)})
             elif isinstance(ev, Finished):
                 metrics.observe(ev.usage)
                 ended = True

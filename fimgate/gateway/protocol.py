@@ -64,6 +64,10 @@ class CompletionRequest(BaseModel):
     # other files' text shown before the current file's (llama.cpp /infill's shape and order:
     # oldest first); the planner keeps the newest that fit its budget
     input_extra: list[InfillChunk] = Field(default_factory=list, max_length=64)
+    # streamed, with a greedy suggestion: up to this many texts for other characters the person
+    # may type next, each what the model picks once that one is typed (an event of their own:
+    # "fimgate_alternatives"; fimgate/backend/embedded/alternatives.py)
+    alternatives: StrictInt = Field(0, ge=0, le=16)
     # OpenAI fields fimgate does not do: accepted at the value that asks for nothing, a 400 saying so otherwise
     n: StrictInt | None = None
     best_of: StrictInt | None = None

@@ -210,3 +210,5 @@ def _shown(events: Iterator[StreamEvent], tidy: StreamTidy, cancel: CancelToken 
             if rest:
                 yield TextDelta(rest)
             yield Finished(tidy.sent, ev.usage)
+        else:
+            yield ev  # (Alternatives: each a token's text within its line, as the next request shows it)

@@ -264,3 +264,20 @@ def test_acceptance_is_inferred_for_a_client_that_reports_none(url):
     got = httpx.get(url + "/v1/events/summary", params={"user": "llama"}, timeout=30).json()["total"]
     assert got["shown"] == 1 and got["accepted"] == 1 and got["accepted_chars"] == len(text)
     assert 'source="inferred"' in httpx.get(url + "/metrics", timeout=30).text
+
+
+def test_alternatives_come_first_when_asked_and_the_text_is_the_same(url):
+    """An editor asks for alternatives (fimgate/backend/embedded/alternatives.py): texts for keys
+    that leave the suggestion, in an event of their own before its text; the text is unchanged."""
+    body = {"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "user": "alt", "document": "alt.py"}
+    plain = httpx.post(url + "/v1/completions", json=body, timeout=60).json()
+    assert "fimgate_alternatives" not in plain
+    with httpx.stream("POST", url + "/v1/completions", json={**body, "stream": True, "alternatives": 4}, timeout=60) as r:
+        chunks = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+    alternatives = chunks[0]["fimgate_alternatives"]
+    assert 1 <= len(alternatives) <= 4 and chunks[0]["choices"][0]["text"] == ""
+    assert all(len(a) >= 2 and "\n" not in a for a in alternatives)
+    assert len({a[0] for a in alternatives}) == len(alternatives)  # one per next character
+    text = "".join(c["choices"][0]["text"] for c in chunks)
+    assert text == plain["choices"][0]["text"] and text[:1] not in {a[0] for a in alternatives}
+    assert sum("fimgate_alternatives" in c for c in chunks) == 1

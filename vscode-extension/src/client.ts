@@ -36,7 +36,7 @@ export async function streamCompletion(
   context: Chunk[],
   signal: AbortSignal,
   onPiece: (piece: string) => void,
-  meta: { id: string; usage?: unknown } = { id: "" },
+  meta: { id: string; usage?: unknown; alternatives?: string[] } = { id: "" },
 ): Promise<boolean> {
   let res: Response;
   try {
@@ -66,6 +66,9 @@ export async function streamCompletion(
         }
         meta.id = event.id ?? meta.id;
         meta.usage = event.fimgate ?? meta.usage;
+        if (Array.isArray(event.fimgate_alternatives)) {
+          meta.alternatives = event.fimgate_alternatives.filter((a: unknown): a is string => typeof a === "string");
+        }
         const choice = event.choices?.[0];
         if (choice?.text) {
           onPiece(choice.text);

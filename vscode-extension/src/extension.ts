@@ -21,6 +21,7 @@ import {
   describeUsage,
   isSecret,
   lineRest,
+  offered,
   outcome,
   statusText,
   summaryLines,
@@ -44,6 +45,7 @@ function settings(): Settings & { enabled: boolean; contextExclude: string[] } {
     showPartialAfterMs: c.get("showPartialAfterMs", 0),
     contextChars: c.get("contextChars", 3000),
     contextExclude: c.get("contextExclude", [] as string[]),
+    alternatives: c.get("alternatives", 8),
     enabled: c.get("enabled", true),
   };
 }
@@ -120,9 +122,11 @@ export function activate(context: vscode.ExtensionContext): void {
   // Code runs the item's command (Tab), dismissed when the next request there does not continue it.
   const lastShown = new Map<string, { id: string; prefix: string; lineRest: string; completion: string }>();
   const viewed = new Set<string>();
-  const offer = (uri: string, position: vscode.Position, prefix: string, rest: string, text: string, id: string) => {
+  const offer = (uri: string, position: vscode.Position, prefix: string, rest: string, text: string, id: string, alternatives: string[] = []) => {
     const item = new vscode.InlineCompletionItem(text, new vscode.Range(position, position));
     item.command = { command: "fimgate.accepted", title: "fimgate: accepted", arguments: [uri, id, text.length] };
+    // (an alternative taken is not reported: the gateway's events count its suggestion)
+    const others = offered(text, alternatives).slice(1).map((a) => new vscode.InlineCompletionItem(a, new vscode.Range(position, position)));
     lastShown.set(uri, { id, prefix, lineRest: rest, completion: text });
     if (id && !viewed.has(id)) {
       if (viewed.size > 1000) {
@@ -131,7 +135,7 @@ export function activate(context: vscode.ExtensionContext): void {
       viewed.add(id);
       sendEvent(settings(), "view", id);
     }
-    return [item];
+    return [item, ...others];
   };
   const settle = (uri: string, prefix: string, rest: string) => {
     const before = lastShown.get(uri);
@@ -145,7 +149,13 @@ export function activate(context: vscode.ExtensionContext): void {
   };
 
   // per document: the latest suggestion asked for (streaming, or ended), and where
-  type Asked = { abort: AbortController; prefix: string; rest: string; grow: Growing; meta: { id: string; usage?: unknown } };
+  type Asked = {
+    abort: AbortController;
+    prefix: string;
+    rest: string;
+    grow: Growing;
+    meta: { id: string; usage?: unknown; alternatives?: string[] };
+  };
   const asked = new Map<string, Asked>();
 
   // When a suggestion finished growing: ask VS Code again if the cursor is still where it leads,
@@ -184,7 +194,7 @@ export function activate(context: vscode.ExtensionContext): void {
         first = text;
         show({ kind: "active" });
         if (!me.abort.signal.aborted) {
-          cache.remember(uri, prefix, rest, first, me.meta.id);
+          cache.remember(uri, prefix, rest, first, me.meta.id, me.meta.alternatives);
         }
       },
       (e) => show({ kind: "error", message: (e as Error).message }),
@@ -195,7 +205,7 @@ export function activate(context: vscode.ExtensionContext): void {
         show({ kind: "active", last });
       }
       if (complete && me.grow.text.length > first.length) {
-        cache.remember(uri, prefix, rest, me.grow.text, me.meta.id);
+        cache.remember(uri, prefix, rest, me.grow.text, me.meta.id, me.meta.alternatives);
         showGrown(uri);
       } else if (!complete && first) {
         cache.forget(uri, prefix, rest, first); // only a part: the next visit asks for the whole
@@ -262,7 +272,7 @@ export function activate(context: vscode.ExtensionContext): void {
       moves.ask(uri, document.version, offset);
       const cached = cache.find(uri, prefix, rest);
       if (cached) {
-        return offer(uri, position, prefix, rest, cached.rest, cached.id);
+        return offer(uri, position, prefix, rest, cached.rest, cached.id, cached.alternatives);
       }
       let me = askedHere(uri, prefix, rest); // (asked at the edit)
       if (!me) {
@@ -297,7 +307,7 @@ export function activate(context: vscode.ExtensionContext): void {
         abort.abort();
         return [];
       }
-      return first ? offer(uri, position, prefix, rest, first, me.meta.id) : [];
+      return first ? offer(uri, position, prefix, rest, first, me.meta.id, me.meta.alternatives) : [];
     },
   };
 

@@ -7,6 +7,7 @@ export interface Shown {
   lineRest: string; // the rest of the cursor's line after it: a suggestion is only reused before the same text
   completion: string;
   id: string; // the gateway's completion id (acceptance events name it)
+  alternatives?: string[]; // for other keys typed here: what the model picks then (from the cursor on)
 }
 
 /**
@@ -19,10 +20,10 @@ export class SuggestionCache {
 
   constructor(private readonly capacity = 32) {}
 
-  remember(uri: string, prefix: string, lineRest: string, completion: string, id = ""): void {
+  remember(uri: string, prefix: string, lineRest: string, completion: string, id = "", alternatives: string[] = []): void {
     this.entries = this.entries.filter((e) => !(e.uri === uri && e.prefix === prefix && e.lineRest === lineRest));
     if (completion) {
-      this.entries.unshift({ uri, prefix, lineRest, completion, id });
+      this.entries.unshift({ uri, prefix, lineRest, completion, id, alternatives });
       this.entries.length = Math.min(this.entries.length, this.capacity);
     }
   }
@@ -38,11 +39,12 @@ export class SuggestionCache {
     return this.find(uri, prefix, lineRest)?.rest;
   }
 
-  /** lookup(), with the suggestion's completion id. */
-  find(uri: string, prefix: string, lineRest: string): { rest: string; id: string } | undefined {
+  /** lookup(), with the suggestion's completion id, and its alternatives where it was made. */
+  find(uri: string, prefix: string, lineRest: string): { rest: string; id: string; alternatives: string[] } | undefined {
     for (const e of this.entries) {
       if (e.uri === uri && leadsInto(e, prefix, lineRest)) {
-        return { rest: e.completion.slice(prefix.length - e.prefix.length), id: e.id };
+        const here = prefix.length === e.prefix.length;
+        return { rest: e.completion.slice(prefix.length - e.prefix.length), id: e.id, alternatives: here ? (e.alternatives ?? []) : [] };
       }
     }
     return undefined;
@@ -110,6 +112,7 @@ export interface Settings {
   minTokenProb: number;
   showPartialAfterMs: number;
   contextChars: number;
+  alternatives: number;
 }
 
 /** The /v1/completions body for a cursor in a document. */
@@ -121,6 +124,7 @@ export function requestBody(uri: string, text: string, offset: number, s: Settin
     ...(s.maxPredictMs > 0 ? { max_predict_ms: s.maxPredictMs } : {}),
     ...(s.minTokenProb > 0 ? { min_token_prob: s.minTokenProb } : {}),
     ...(context.length ? { input_extra: context } : {}),
+    ...(s.alternatives > 0 ? { alternatives: s.alternatives } : {}),
     document: uri,
     stream: true,
   };
@@ -405,4 +409,25 @@ export function summaryLines(summary: any): string[] {
   };
   const langs = Object.entries(summary?.by_language ?? {}).map(([name, t]) => line(name, t));
   return [...langs, line("all", summary?.total ?? { shown: 0, accepted: 0, accepted_chars: 0, dismissed: 0, acceptance_rate: null })];
+}
+
+/**
+ * What to offer at a suggestion's place: the suggestion, then the gateway's alternatives for other
+ * keys (each begins with the character that would be typed; not the suggestion's own first one).
+ * VS Code shows the first item the text typed since agrees with: the suggestion here, and after a
+ * key that leaves it, the alternative that key begins - at once, before VS Code asks again.
+ */
+export function offered(completion: string, alternatives: string[]): string[] {
+  if (!completion) {
+    return []; // (no suggestion here: the model's second choices are not shown in its place)
+  }
+  const firsts = new Set([completion[0]]);
+  const out = [completion];
+  for (const a of alternatives) {
+    if (a.length >= 2 && !firsts.has(a[0])) {
+      firsts.add(a[0]);
+      out.push(a);
+    }
+  }
+  return out;
 }

@@ -1,5 +1,5 @@
 import * as assert from "assert";
-import { ContextRing, Growing, TYPED_MAX_CHARS, caretAfter, MoveWarmer, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, requestBody, statusText, typedPast } from "../src/logic";
+import { ContextRing, Growing, TYPED_MAX_CHARS, caretAfter, MoveWarmer, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, offered, requestBody, statusText, typedPast } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
@@ -37,6 +37,20 @@ describe("SuggestionCache", () => {
   });
 });
 
+describe("alternatives", () => {
+  it("come with a suggestion where it was made, not once the person typed into it", () => {
+    const c = new SuggestionCache();
+    c.remember("u", "x = ", "", "compute(1)", "id1", ["self.x", "None"]);
+    assert.deepStrictEqual(c.find("u", "x = ", ""), { rest: "compute(1)", id: "id1", alternatives: ["self.x", "None"] });
+    assert.deepStrictEqual(c.find("u", "x = co", "")?.alternatives, []); // typed along the suggestion: its own rest only
+  });
+
+  it("are offered after the suggestion, one per first character, never its own, never alone", () => {
+    assert.deepStrictEqual(offered("compute(1)", ["self.x", "cache", "None", "Nothing", "s"]), ["compute(1)", "self.x", "None"]);
+    assert.deepStrictEqual(offered("", ["self.x"]), []); // no suggestion here: no second choices in its place
+  });
+});
+
 describe("typedPast", () => {
   it("waits for a stream the keys go on from, once some of it has arrived", () => {
     assert.strictEqual(typedPast("x = ", "", "comp", "x = compu", ""), "compu"); // typed past "comp": wait
@@ -56,11 +70,12 @@ describe("lineRest", () => {
 
 describe("requestBody", () => {
   it("splits the document at the cursor and names the document", () => {
-    const body = requestBody("file:///a.py", "abcdef", 2, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 0, minTokenProb: 0, showPartialAfterMs: 0, contextChars: 0 });
+    const body = requestBody("file:///a.py", "abcdef", 2, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 0, minTokenProb: 0, showPartialAfterMs: 0, contextChars: 0, alternatives: 0 });
     assert.deepStrictEqual(body, { prompt: "ab", suffix: "cdef", max_tokens: 7, document: "file:///a.py", stream: true });
-    const timed = requestBody("u", "ab", 1, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 200, minTokenProb: 0.5, showPartialAfterMs: 0, contextChars: 0 });
+    const timed = requestBody("u", "ab", 1, { gatewayUrl: "", apiKey: "", debounceMs: 0, maxTokens: 7, cacheEntries: 1, maxPredictMs: 200, minTokenProb: 0.5, showPartialAfterMs: 0, contextChars: 0, alternatives: 8 });
     assert.strictEqual(timed.max_predict_ms, 200);
     assert.strictEqual(timed.min_token_prob, 0.5);
+    assert.strictEqual(timed.alternatives, 8);
   });
 });
 

@@ -24,6 +24,7 @@ MEMO_IDS = 1 << 20  # ids held by the kept answers, all together
 
 class TextPrefixIndex:
     def __init__(self, token_bytes: list[bytes], exclude_ids: set[int] = frozenset()) -> None:
+        self.excluded = frozenset(exclude_ids)  # (special tokens: never text)
         pairs = sorted((b, i) for i, b in enumerate(token_bytes) if b and i not in exclude_ids)
         self._keys = [b for b, _ in pairs]
         self._ids = [i for _, i in pairs]

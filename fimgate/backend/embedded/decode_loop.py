@@ -12,6 +12,8 @@ right); only_ids, the pick is restricted to these tokens (a healing constraint: 
 entries are read, the others may be anything). A cancelled request may be sent None instead
 of logits: the loop stops before it reads them. With `min_token_prob` the text ends before the
 first token the model gives less than that probability once it holds more than white space.
+With `alternatives` (greedy), the first pick also yields Alternatives: for other characters the
+person may type next, what the next request will pick then (alternatives.py).
 
 Speculation (greedy only, given a `drafter`): a NextToken may carry draft tokens to run as
 extra rows after its token, and is then sent a list of logits, one per row run (the caller may
@@ -22,7 +24,7 @@ from the row before it; the rows after the first that is not are `discard`ed (to
 NextToken and in Decoded: their K/V are not the sequence's). So the text, and every token
 decoded, is what plain decoding gives; only the number of forwards changes.
 
-    events = decode(plan, logits, ...)            # yields TextDelta and NextToken, returns Decoded
+    events = decode(plan, logits, ...)            # yields TextDelta, Alternatives and NextToken, returns Decoded
     result = yield from stepped(events, step)     # step(token, argmax_only, only_ids) -> logits
 """
 
@@ -34,7 +36,8 @@ from typing import Callable, Generator, Optional
 
 import torch
 
-from fimgate.backend.base import CancelToken, FimPlan, TextDelta
+from fimgate.backend.base import Alternatives, CancelToken, FimPlan, TextDelta
+from fimgate.backend.embedded.alternatives import next_characters
 from fimgate.backend.embedded.constraint import HealingCursor, TextPrefixIndex
 from fimgate.backend.embedded.drafts import PromptLookup
 from fimgate.backend.embedded.sampler import sample
@@ -79,7 +82,7 @@ def decode(
     max_new: int,
     cancel: CancelToken,
     drafter: PromptLookup | None = None,
-) -> Generator[TextDelta | NextToken, Optional[torch.Tensor | list[torch.Tensor]], Decoded]:
+) -> Generator[TextDelta | Alternatives | NextToken, Optional[torch.Tensor | list[torch.Tensor]], Decoded]:
     """Sample from `logits` (the prompt's last), then yield NextToken and be sent the next
     logits, up to `max_new` tokens (the plan's max_tokens plus what healing re-spells).
     drafter: proposes draft tokens after the output so far (greedy requests only)."""
@@ -95,6 +98,7 @@ def decode(
     finish = "length"
     allowed = healing.allowed()
     drafter = drafter if greedy else None
+    alternatives = plan.sampling.alternatives if greedy else 0  # (the keys typed instead: alternatives.py)
     out_ids: list[int] = []  # every token sampled, healing's included
     draft: list[int] = []  # draft tokens whose rows ran, not yet compared
     pending: list[torch.Tensor] = []  # pending[j]: the logits after draft[j]
@@ -109,6 +113,12 @@ def decode(
         tok = sample(logits, plan.sampling, gen, allowed)
         if t_first is None:
             t_first = time.perf_counter()
+        if alternatives and len(token_bytes[tok]) > len(healing.pending):  # the step past the cursor
+            never = stop_ids | heal_index.excluded
+            texts = next_characters(logits, allowed, healing.pending, token_bytes, tok, never, alternatives)
+            if texts:
+                yield Alternatives(texts)
+            alternatives = 0
         if tok in stop_ids and not healing.pending:
             finish = "stop"
             break

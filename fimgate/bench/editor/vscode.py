@@ -248,7 +248,8 @@ def summarize(keys: list[dict], typed_next: list[str]) -> dict:
         "shown_p50_ms": _pct([x for x in lat if x is not None], 0.5),
         "shown_p90_ms": _pct([x for x in lat if x is not None], 0.9),
         "per_key": [
-            {"shown_ms": t, "window_ms": k["window_ms"], "shown": s, "useful": u} for k, t, s, u in zip(keys, lat, shown, useful)
+            {"at": k.get("at"), "shown_ms": t, "window_ms": k["window_ms"], "shown": s, "useful": u}
+            for k, t, s, u in zip(keys, lat, shown, useful)
         ],
     }
 
