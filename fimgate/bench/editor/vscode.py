@@ -98,6 +98,9 @@ def clients(url: str) -> dict[str, Client]:
             "fimgate-no-context", FIMGATE_VSIX, {"fimgate.gatewayUrl": url, "fimgate.contextChars": 0}, "fimgate"
         ),
         "fimgate": Client("fimgate", FIMGATE_VSIX, {"fimgate.gatewayUrl": url}, "fimgate"),
+        "fimgate-no-alternatives": Client(  # no texts for keys that leave the suggestion (A/B)
+            "fimgate-no-alternatives", FIMGATE_VSIX, {"fimgate.gatewayUrl": url, "fimgate.alternatives": 0}, "fimgate"
+        ),
         "fimgate-no-floor": Client(  # the whole completion, however unsure the model was of its end
             "fimgate-no-floor", FIMGATE_VSIX, {"fimgate.gatewayUrl": url, "fimgate.minTokenProb": 0}, "fimgate"
         ),
