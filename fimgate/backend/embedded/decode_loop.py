@@ -12,8 +12,9 @@ right); only_ids, the pick is restricted to these tokens (a healing constraint: 
 entries are read, the others may be anything). A cancelled request may be sent None instead
 of logits: the loop stops before it reads them. With `min_token_prob` the text ends before the
 first token the model gives less than that probability once it holds more than white space.
-With `alternatives` (greedy), the first pick also yields Alternatives: for other characters the
-person may type next, what the next request will pick then (alternatives.py).
+With `alternatives` (greedy), the pick that runs past the cursor (past the healing text) also
+yields Alternatives, before any text: for other characters the person may type next, what the
+next request picks then (alternatives.py).
 
 Speculation (greedy only, given a `drafter`): a NextToken may carry draft tokens to run as
 extra rows after its token, and is then sent a list of logits, one per row run (the caller may
