@@ -11,6 +11,18 @@ HEAD_TRACE = os.path.join(ROOT, "tests", "data", "flask-60-head.jsonl")  # the h
 SHARED = os.environ.get("FIMGATE_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
 
 
+def frozen_texts(n: int) -> list[str]:
+    """n pieces of real code that do not change with this repository: the file flask-60's head
+    opens, cut in n equal parts (this project's own sources change the prompts with every edit;
+    a new file sorted among the first six once changed a test's cases)."""
+    import json
+
+    with open(HEAD_TRACE, encoding="utf-8") as f:
+        text = next(ev["text"] for ev in map(json.loads, f) if ev.get("type") == "open")
+    size = len(text) // n
+    return [text[i * size : (i + 1) * size] for i in range(n)]
+
+
 def source_files() -> list[str]:
     """Real source text to test on: this project's own Python files."""
     from fimgate.bench.common.checkout import package_sources

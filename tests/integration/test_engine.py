@@ -212,9 +212,9 @@ def test_concurrent_requests_are_serialized_safely(engine):
 def test_screened_head_gives_the_full_heads_greedy_completions(engine):
     """Greedy steps screen the output head in int8 (fimgate/backend/model/screened_head.py); completions must be
     the full fp32 head's, token for token."""
-    from tests.conftest import source_files
+    from tests.conftest import frozen_texts
 
-    texts = [open(p, encoding="utf-8").read() for p in source_files()[:6]]
+    texts = frozen_texts(12)[:6]
     prompts = [engine.tokenizer.encode(t)[: 120 + 37 * i] for i, t in enumerate(texts)]
     model = engine.model
     real = model.screened_head
@@ -248,25 +248,25 @@ def test_healing_picks_read_only_the_allowed_rows_and_match_the_full_head(engine
     """A healing constraint restricts the first picks to the tokens that spell the backed-off
     text; the head then computes only those rows (fimgate/backend/model/llama.py, only_ids). Completions must
     be the full head's, token for token."""
-    from tests.conftest import source_files
+    from tests.conftest import frozen_texts
 
     tok = engine.tokenizer
     cases = []
-    for i, p in enumerate(source_files()[:6]):
-        text = open(p, encoding="utf-8").read()[: 600 + 97 * i]
+    for i, piece in enumerate(frozen_texts(12)[:6]):
+        text = piece[: 600 + 97 * i]
         cut = text.rstrip()[:-3]  # back off into the last word: healing re-spells its end
         cases.append((tok.encode(cut[:-4]), cut[-4:]))
     cases += [(ids, " ") for ids, _ in cases[:3]]  # ~32k tokens start with a space: the screened head, restricted
     model = engine.model
-    forward = model.forward
+    partial = model._partial_head  # where every path's logits for a partial pick are made
     restricted = []
 
-    def full_head(*a, only_ids=None, **kw):
-        return forward(*a, **kw)
+    def full_head(h, argmax_only, only_ids):
+        return model._head(h, False, None)  # every row, in full
 
-    def counting(*a, only_ids=None, **kw):
+    def counting(h, argmax_only, only_ids):
         restricted.append(only_ids is not None)
-        return forward(*a, only_ids=only_ids, **kw)
+        return partial(h, argmax_only, only_ids)
 
     def run(user):
         return [
@@ -285,15 +285,15 @@ def test_healing_picks_read_only_the_allowed_rows_and_match_the_full_head(engine
         ]
 
     last = lambda events: list(events)[-1]  # noqa: E731
-    model.forward = counting
+    model._partial_head = counting
     try:
         got = run("only")
     finally:
-        model.forward = full_head
+        model._partial_head = full_head
     try:
         want = run("full")
     finally:
-        model.forward = forward
+        model._partial_head = partial
     assert sum(restricted) >= len(cases)  # every plan's first pick read only its allowed rows
     assert [r.text for r in got] == [r.text for r in want]
     assert all(r.text for r in want)
@@ -303,13 +303,13 @@ def test_fused_steps_give_the_torch_layers_completions(engine):
     """One-token steps run all layers in one C call (fimgate/backend/model/fused_step.py) where it is built;
     greedy completions must be the torch layers', token for token."""
     from fimgate.kernels.llama_step import KERNEL, kernel_available
-    from tests.conftest import source_files
+    from tests.conftest import frozen_texts
 
     if not kernel_available():
         import pytest
 
         pytest.skip("no C compiler: every step runs the torch layers")
-    texts = [open(p, encoding="utf-8").read() for p in source_files()[6:12]]
+    texts = frozen_texts(12)[6:12]
     prompts = [engine.tokenizer.encode(t)[: 150 + 41 * i] for i, t in enumerate(texts)]
     fused = engine.model.fused_step
     calls = []  # per row: did the C step run it
