@@ -8,7 +8,7 @@ import os
 import pytest
 
 from fimgate.backend.base import FimPlan, HealingConstraint, SamplingParams, last_finished
-from tests.conftest import source_files
+from tests.conftest import frozen_texts
 from tests.integration.test_cli import fimgate
 
 if os.environ.get("FIMGATE_REQUIRE_PEERS") == "1":
@@ -30,12 +30,12 @@ def _run(peer, ids, user="u", **sampling):
 
 
 def test_llama_cpp_reads_fimgates_token_ids(peer, smol_tok):
-    text = open(source_files()[0], encoding="utf-8").read()[:2000]
+    text = frozen_texts(4)[0][:2000]
     assert peer._llm.tokenize(text.encode(), add_bos=False, special=False) == smol_tok.encode(text)
 
 
 def test_prompt_reuse_is_the_longest_common_prefix_and_per_user(peer, smol_tok):
-    ids = smol_tok.encode(open(source_files()[1], encoding="utf-8").read())[:400]
+    ids = smol_tok.encode(frozen_texts(4)[1])[:400]
     cold = _run(peer, ids[:300], max_tokens=4).usage
     assert (cold.prefix_cached_tokens, cold.prefilled_tokens) == (0, 300)
     append = _run(peer, ids[:301], max_tokens=4).usage
@@ -136,7 +136,7 @@ def test_bench_replay_peers_can_go_without_the_prewarms():
 def test_cache_reuse_moves_long_cached_runs_as_llama_server_does(peer, smol_tok):
     """--cache-reuse 256: text deleted above a run of >= 256 cached tokens moves the run, and the
     answer is the one a cold run of the same prompt gives."""
-    ids = smol_tok.encode(open(source_files()[2], encoding="utf-8").read())[:700]
+    ids = smol_tok.encode(frozen_texts(4)[2])[:700]
     head, body = ids[:120], ids[120:620]
     _run(peer, head + body, max_tokens=1)
     moved = _run(peer, head[:40] + head[90:] + body, max_tokens=8)  # 50 tokens deleted above the body
