@@ -52,7 +52,7 @@ def next_characters(
         values, at = logits.float()[pool].topk(min(TOP, len(allowed)))
         ids = pool[at]
     ids = ids[values > float("-inf")]  # (a masked token is no one's pick)
-    taken = _first_char(token_bytes[chosen], healing)
+    taken = _past(token_bytes[chosen], healing)[:1]  # ("" where the pick ends within the healing text)
     out: list[str] = []
     seen = {taken} if taken else set()
     for i in ids.tolist():
@@ -85,8 +85,3 @@ def _past(token: bytes, healing: bytes) -> str:
         return token[len(healing) :].decode("utf-8")
     except UnicodeDecodeError:
         return ""
-
-
-def _first_char(token: bytes, healing: bytes) -> str:
-    rest = token[len(healing) :] if token.startswith(healing) else b""
-    return rest[:4].decode("utf-8", errors="ignore")[:1]
