@@ -163,3 +163,18 @@ def test_bench_replay_dumps_every_request_and_names_what_its_slowest_are(tmp_pat
         slow = out[label]["slowest_1pct"]
         assert slow["requests"] == 1 and sum(slow["causes"].values()) == 1
         assert slow["ttft_ms_from"] == round(max(row["ttft_ms"] for row in ran), 1)
+
+
+def test_serve_builds_its_kernels_before_it_takes_requests(tmp_path, monkeypatch):
+    """A first start compiled the one-token step's kernel (~4 s) at the first step, inside the
+    person's first keys; now `serve` is up only once every kernel it steps with is built."""
+    from fimgate.bench.common.served import start_serve
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no kernel built yet
+    proc, _ = start_serve("--model", "smollm2-135m")
+    try:
+        built = sorted(p.name.split("-")[0] for p in (tmp_path / "fimgate" / "kernels").glob("*.so"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert "llama_step" in built and "quant_gemv" in built, built

@@ -24,7 +24,7 @@ from typing import Iterator
 import torch
 
 from fimgate.backend.model.quant_linear import QuantWeight
-from fimgate.kernels.llama_step import Dims, LayerWeights, llama_step_batch, pack_layers
+from fimgate.kernels.llama_step import Dims, LayerWeights, kernel_available, llama_step_batch, pack_layers
 from fimgate.kernels.rope import cos_sin, rope_tables
 
 
@@ -85,7 +85,10 @@ class FusedStep:
 
     @classmethod
     def for_model(cls, model) -> "FusedStep | None":
-        """A fused step for `model` (a fimgate.backend.model.llama.LlamaModel), or None where it does not fit."""
+        """A fused step for `model` (a fimgate.backend.model.llama.LlamaModel), or None where it does not
+        fit or its kernel cannot be built. The kernel is built here, with the model, not at the
+        first step: its compile takes ~4 s on a 2-core machine, and a first start of `fimgate serve`
+        spent those seconds inside the person's first keys (0-17 dark in a real-VS-Code run)."""
         cfg = model.cfg
         fits = (
             model.device.type == "cpu"
@@ -95,7 +98,7 @@ class FusedStep:
             and cfg.rope.dim == cfg.head_dim
             and all(cfg.rope_for(i) == cfg.rope for i in range(cfg.num_layers))
         )
-        return cls(model) if fits else None
+        return cls(model) if fits and kernel_available() else None
 
     def __call__(self, token: int, slot: int, position: int, kv) -> torch.Tensor | None:
         """The last layer's output (1, hidden) after `token` at `position`, its K/V written at
