@@ -135,7 +135,9 @@ def test_bench_replay_peers_can_go_without_the_prewarms():
 
 def test_cache_reuse_moves_long_cached_runs_as_llama_server_does(peer, smol_tok):
     """--cache-reuse 256: text deleted above a run of >= 256 cached tokens moves the run, and the
-    answer is the one a cold run of the same prompt gives."""
+    answer starts as a cold run of the same prompt's does. Only starts: the run's K/V saw the
+    deleted text (shift-only reuse is approximate) - equal for 8 tokens on an AVX2 CPU, 5 on an
+    AVX-512 one (' only one that can be created' vs ' only one that can be\n created.')."""
     ids = smol_tok.encode(frozen_texts(4)[2])[:700]
     head, body = ids[:120], ids[120:620]
     _run(peer, head + body, max_tokens=1)
@@ -145,6 +147,6 @@ def test_cache_reuse_moves_long_cached_runs_as_llama_server_does(peer, smol_tok)
     assert moved.usage.prefilled_tokens == 1
     cold = _run(peer, head[:40] + head[90:] + body, user="cold", max_tokens=8)
     assert cold.usage.prefilled_tokens == len(head) - 50 + len(body)
-    assert moved.text == cold.text
+    assert moved.text.split()[:4] == cold.text.split()[:4], (moved.text, cold.text)
     short = _run(peer, head[:30] + head[40:] + body[:200], user="cold", max_tokens=1)  # a run under 256: prefilled
     assert short.usage.shifted_cached_tokens == 0
