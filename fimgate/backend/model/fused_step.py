@@ -87,8 +87,7 @@ class FusedStep:
     def for_model(cls, model) -> "FusedStep | None":
         """A fused step for `model` (a fimgate.backend.model.llama.LlamaModel), or None where it does not
         fit or its kernel cannot be built. The kernel is built here, with the model, not at the
-        first step: its compile takes ~4 s on a 2-core machine, and a first start of `fimgate serve`
-        spent those seconds inside the person's first keys (0-17 dark in a real-VS-Code run)."""
+        first step: its compile (~4 s on 2 cores, once per machine) must not fall in the first keys."""
         cfg = model.cfg
         fits = (
             model.device.type == "cpu"
