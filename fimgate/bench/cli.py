@@ -45,8 +45,9 @@ def add_parsers(b) -> None:
     s.add_argument(
         "--context-chars",
         type=int,
-        default=0,
-        help="send the context the VS Code extension would (its ring of chunks from files left; it sends 3000)",
+        default=None,
+        help="send the context the VS Code extension would (its ring of chunks from files left; it sends 3000); "
+        "default 0, with --accepting 3000",
     )
     s.add_argument(
         "--schedule",
@@ -118,6 +119,20 @@ def add_parsers(b) -> None:
         default="same",
         help="none: peers get the typing requests only, as a server nobody pre-warms (with --prewarm)",
     )
+    g = s.add_argument_group("the accepting typist (--accepting: fimgate/bench/typist/)")
+    g.add_argument(
+        "--accepting",
+        action="store_true",
+        help="a person who types the trace with its gaps and takes right suggestions: characters not typed and "
+        "time saved per client, beside the model's zero-latency ceiling",
+    )
+    g.add_argument("--keys", type=int, default=250, help="keys typed from the trace's start (bench editor's slice)")
+    g.add_argument("--reaction-ms", default="300,0", help="how long ghost text is on screen before it is taken")
+    g.add_argument(
+        "--clients", default="fimgate,ceiling", help="fimgate, ceiling, llama.vscode@llama-server, llama.vscode-1@llama-server"
+    )
+    g.add_argument("--floors", default="0.6", help="fimgate's probability floor (minTokenProb) per variant, e.g. 0.6,0.3,0")
+    g.add_argument("--multiline", default="auto", help="fimgate's multi-line policy per variant: auto, off, on")
     s.add_argument("--json", default=None)
     s.set_defaults(func=cmd_bench_replay)
 

@@ -66,7 +66,11 @@ def build_backend(config: ServiceConfig):
 
 
 def build_service(config: ServiceConfig = ServiceConfig()) -> CompletionService:
-    backend = build_backend(config)
+    return service_on(build_backend(config), config)
+
+
+def service_on(backend, config: ServiceConfig) -> CompletionService:
+    """The service `config` describes, on a backend already loaded (benchmarks run several on one)."""
     template = TEMPLATES[config.template] if config.template else template_for_model(backend.model_name)
     planner = EfimPlanner(backend.tokenizer, template, config.window, recompute_share=config.correction)
     log = RequestLog(config.request_log) if config.request_log else None

@@ -34,6 +34,13 @@ def _warmup_yield_ms(a) -> float | None:
 
 
 def cmd_bench_replay(a) -> int:
+    if a.accepting:
+        from fimgate.bench.typist.command import cmd_bench_typist
+
+        a.context_chars = 3000 if a.context_chars is None else a.context_chars
+        emit(cmd_bench_typist(a), a.json)
+        return 0
+    a.context_chars = a.context_chars or 0
     from fimgate.bench.replay.simulate import user_slices
     from fimgate.bench.workloads.trace import TraceError, debounced_requests, read_events
 

@@ -22,21 +22,39 @@ def _chunk(text: str, cursor: int) -> tuple[int, int, str]:
     return first, last, "\n".join(lines[first : last + 1])
 
 
+class Ring:
+    """The extension's ring of chunks for one person: `left(file, text, cursor)` when they leave a
+    file; `chunks(file)` what is sent with a request in `file`."""
+
+    def __init__(self, budget_chars: int) -> None:
+        self.budget_chars = budget_chars
+        self.ring: list[tuple[str, int, int, str]] = []  # (file, first line, last line, text), oldest first
+
+    def left(self, file: str, text: str, cursor: int) -> None:
+        if self.budget_chars <= 0:
+            return
+        first, end, chunk = _chunk(text, cursor)
+        chunk = chunk[: self.budget_chars]
+        if not chunk.strip():
+            return
+        self.ring = [c for c in self.ring if not (c[0] == file and c[1] <= end and first <= c[2]) and c[3] != chunk]
+        self.ring.append((file, first, end, chunk))
+        while len(self.ring) > MAX_CHUNKS or sum(len(c[3]) for c in self.ring) > self.budget_chars:
+            self.ring.pop(0)
+
+    def chunks(self, file: str) -> tuple[ContextChunk, ...]:
+        return tuple(ContextChunk(f, t) for f, _, _, t in self.ring if f != file)
+
+
 def with_context(part: list[TraceRequest], budget_chars: int) -> list[TraceRequest]:
     """One person's requests, each with the chunks the extension would have sent with it."""
     if budget_chars <= 0:
         return part
-    ring: list[tuple[str, int, int, str]] = []  # (file, first line, last line, text), oldest first
+    ring = Ring(budget_chars)
     out, last = [], None
     for r in part:
         if last is not None and r.file != last.file:
-            first, end, text = _chunk(last.text, last.cursor)
-            text = text[:budget_chars]
-            if text.strip():
-                ring = [c for c in ring if not (c[0] == last.file and c[1] <= end and first <= c[2]) and c[3] != text]
-                ring.append((last.file, first, end, text))
-                while len(ring) > MAX_CHUNKS or sum(len(c[3]) for c in ring) > budget_chars:
-                    ring.pop(0)
-        out.append(replace(r, context=tuple(ContextChunk(f, t) for f, _, _, t in ring if f != r.file)))
+            ring.left(last.file, last.text, last.cursor)
+        out.append(replace(r, context=ring.chunks(r.file)))
         last = r
     return out
