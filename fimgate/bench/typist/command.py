@@ -4,7 +4,9 @@ Clients (`--clients`, comma-separated):
 
     fimgate                   fimgate's extension on `fimgate serve` as it runs by default: the
                               embedded engine's batching scheduler, first windows, warm-ups at
-                              opens and rests after moves, the context ring (3,000 characters)
+                              opens and rests after moves, the context ring (3,000 characters),
+                              and a prefetch of the place each suggestion on screen leads to
+                              (`fimgate-no-prefetch`: without it)
     ceiling                   the same client's answers on screen at the key that asked (zero
                               latency: no time budget, no first window): what this model can
                               spare a person at best
@@ -23,7 +25,7 @@ from dataclasses import replace
 
 from fimgate.flags import UserError, load_engine
 
-CLIENTS = ("fimgate", "ceiling", "llama.vscode@llama-server", "llama.vscode-1@llama-server")
+CLIENTS = ("fimgate", "fimgate-no-prefetch", "ceiling", "llama.vscode@llama-server", "llama.vscode-1@llama-server")
 
 
 class _Clocked:
@@ -101,19 +103,20 @@ def cmd_bench_typist(a) -> dict:
     tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
     results: dict[str, dict] = {}
 
-    def person(reaction: float, warmups: bool) -> Person:
-        return Person(steps, reaction, warmups=warmups, context_chars=a.context_chars)
+    def person(reaction: float, warmups: bool = False, prefetch: bool = False) -> Person:
+        return Person(steps, reaction, warmups=warmups, context_chars=a.context_chars, prefetch=prefetch)
 
     for floor, policy, reaction in itertools.product(floors, policies, reactions):
         variant = "" if (floor, policy) == (0.6, "auto") else f"[floor={floor:g},multiline={policy}]"
         sampling = replace(EXTENSION_SAMPLING, min_token_prob=floor or None)
-        for name in ("fimgate", "ceiling"):
+        for name in ("fimgate", "fimgate-no-prefetch", "ceiling"):
             if name not in clients:
                 continue
             engine.reset()
-            p = person(reaction, warmups=name == "fimgate")
-            run = fimgate_served(engine, a.template, MULTILINE[policy], first_window=name == "fimgate")
-            if name == "fimgate":
+            ours = name != "ceiling"
+            p = person(reaction, warmups=ours, prefetch=name == "fimgate")
+            run = fimgate_served(engine, a.template, MULTILINE[policy], first_window=ours)
+            if ours:
                 on_engine(p, run, engine, sampling)
             else:  # no time budget either: at zero latency it never runs out
                 at_once(p, run, replace(sampling, max_predict_ms=None))
@@ -128,11 +131,12 @@ def cmd_bench_typist(a) -> dict:
                     url, engine.tokenizer, engine.model_name, n_cmpl=1 if name.startswith("llama.vscode-1") else 3
                 )
                 for reaction in reactions:
-                    p = person(reaction, warmups=False)
+                    p = person(reaction)
                     one_at_a_time(p, served(peer.strategy("llama.vscode", tmpl), peer))
                     results.setdefault(name, {})[f"reaction_{reaction:g}ms"] = p.summary()
     for name, rows in results.items():  # each fimgate row against its own ceiling
         ceiling = results.get(name.replace("fimgate", "ceiling", 1))
+        ceiling = ceiling or results.get(name.replace("fimgate-no-prefetch", "ceiling", 1))
         if name.startswith("fimgate") and ceiling:
             for key, row in rows.items():
                 top = ceiling[key]["saved_share"]

@@ -32,6 +32,7 @@ from fimgate.bench.workloads.context_ring import Ring
 PRESS_MS = 150.0  # between two accept-word presses
 REST_MS = 150.0  # a cursor still this long after a move is pre-warmed (the extension's MOVE_REST_MS)
 UPCOMING_MAX_CHARS = 400
+READY_ENTRIES = 32  # the extension's fimgate.cacheEntries
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Ask:
     context: tuple = ()
     warmup: bool = False
     after_accept: bool = False
+    prefetch: bool = False  # for the place at the end of the suggestion on screen, were it accepted
 
 
 @dataclass(frozen=True)
@@ -74,14 +76,21 @@ class Tally:
     accepts: dict = field(default_factory=lambda: {"whole": 0, "words": 0})
     tab_to_next_ms: list = field(default_factory=list)  # per accept: until the next ghost text (inf: none before the next key)
     asks: int = 0
+    prefetches: int = 0
+    prefetch_hits: int = 0  # accepts whose next suggestion was ready when the Tab landed
     taken: list = field(default_factory=list)  # per accept: (when, the text taken)
 
 
 class Person:
-    def __init__(self, steps: list[Step], reaction_ms: float = 300.0, warmups: bool = False, context_chars: int = 0) -> None:
+    def __init__(
+        self, steps: list[Step], reaction_ms: float = 300.0, warmups: bool = False, context_chars: int = 0, prefetch: bool = False
+    ) -> None:
         self.steps = steps
         self.reaction_ms = reaction_ms
         self.warmups = warmups
+        self.prefetch = prefetch
+        self._ready: dict[tuple, str] = {}  # prefetched: (file, text, cursor) -> the suggestion there
+        self._prefetching: set[tuple] = set()  # asked for, not arrived
         self.ring = Ring(context_chars)
         self.i = 0
         self.shift_ms = 0.0  # the trace's clock -> the person's: accepts bring later steps forward
@@ -131,16 +140,59 @@ class Person:
 
     # -- what the editor shows --
 
-    def show(self, ask: Ask, text: str, at_ms: float) -> None:
-        """The answer to `ask` arrived at `at_ms`: it goes on screen unless the document changed since."""
-        if ask.warmup or ask.version != self.version or not text.strip():
-            return
+    def show(self, ask: Ask, text: str, at_ms: float) -> list[Ask]:
+        """The answer to `ask` arrived at `at_ms`: it goes on screen unless the document changed
+        since (a prefetched one is kept for its place, and shown if the person is there). What
+        the client asks for next: with `prefetch`, the place at the end of a suggestion on screen."""
+        if ask.prefetch:
+            key = (ask.file, ask.text, ask.cursor)
+            self._prefetching.discard(key)
+            if not text.strip():
+                return []
+            self._ready[key] = text
+            while len(self._ready) > READY_ENTRIES:  # the extension's cache keeps so many
+                del self._ready[next(iter(self._ready))]
+            if key != self._here() or self.screen is not None:
+                return []
+        elif ask.warmup or ask.version != self.version:
+            return []
+        if not text.strip():
+            return []
         if self.screen is None or self.screen.text != text:
             self.screen = _OnScreen(text, at_ms, ask)
         if self._since_accept is not None:
             self.tally.tab_to_next_ms.append(at_ms - self._since_accept)
             self._since_accept = None
         self._plan_accept(at_ms)
+        return self._prefetch_after(at_ms)
+
+    def lost(self, ask: Ask, at_ms: float) -> list[Ask]:
+        """`ask` ended at `at_ms` without an answer (superseded, or it failed). A prefetch that an
+        accept was waiting for is asked for again, as the editor asks at a place it has nothing for."""
+        key = (ask.file, ask.text, ask.cursor)
+        if not ask.prefetch or key not in self._prefetching:
+            return []
+        self._prefetching.discard(key)
+        if self.file is None or key != self._here() or self.screen is not None or self._since_accept is None:
+            return []
+        return [self._ask(max(at_ms, self.now_ms), after_accept=True)]
+
+    def _here(self) -> tuple:
+        f = self.file
+        return (f, self.docs[f], self.cursor[f])
+
+    def _prefetch_after(self, t: float) -> list[Ask]:
+        """The client asks, in the background, for the place the suggestion on screen leads to."""
+        if not self.prefetch or self.screen is None:
+            return []
+        f, doc, c = self._here()
+        shown = self.screen.text
+        key = (f, doc[:c] + shown + doc[c:], c + len(shown))
+        if key in self._ready or key in self._prefetching:
+            return []
+        self._prefetching.add(key)
+        self.tally.prefetches += 1
+        return [Ask(t, f, key[1], key[2], self.version, self.ring.chunks(f), prefetch=True)]
 
     def _plan_accept(self, now_ms: float) -> None:
         self._accept_at = None
@@ -238,6 +290,12 @@ class Person:
         self._accept_at = None
         self._since_accept = end
         self.now_ms = end
+        here = self._here()
+        if here in self._ready or here in self._prefetching:  # the client's cache, or its request on the way
+            ready = self._ready.get(here)
+            self.tally.prefetch_hits += ready is not None
+            asks = [] if ready is None else self.show(Ask(end, f, here[1], here[2], self.version), ready, end)
+            return Action(end, None, taken, shown, then), asks
         return Action(end, None, taken, shown, then), [self._ask(end, after_accept=True)]
 
     def _clear(self) -> None:
@@ -279,6 +337,8 @@ class Person:
             "time_saved_share": round(1 - self.now_ms / last, 4) if last else None,
             "tab_to_next_ghost_ms": {"accepts": len(taken), "p50": _quantile(taken, 0.5), "p90": _quantile(taken, 0.9)},
             "asks": t.asks,
+            "prefetches": t.prefetches,
+            "prefetch_hits": t.prefetch_hits,
             "taken": t.taken,
         }
 

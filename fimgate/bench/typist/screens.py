@@ -60,7 +60,10 @@ def on_engine(person: Person, served, engine, sampling: SamplingParams = EXTENSI
         while not person.done:
             t = person.next_ms()
             while True:
-                _deliver(person, flights, clock, t)
+                for ask in _deliver(person, flights, clock, t):  # prefetches
+                    asked = _asked(planning, ask, sampling)
+                    if asked is not None:
+                        flights.append((ask, _start(service, planning, ask, clock.now(), asked)))
                 t = person.next_ms()  # an answer on screen may bring an accept forward
                 if clock.now() >= t:
                     break
@@ -96,8 +99,9 @@ def _start(service, planning, ask: Ask, now: float, asked: tuple) -> _Flight:
     return f
 
 
-def _deliver(person: Person, flights: list, clock: _Clock, until_ms: float) -> None:
-    """Show the answers that were complete by `until_ms`, in the order they came."""
+def _deliver(person: Person, flights: list, clock: _Clock, until_ms: float) -> list[Ask]:
+    """Show the answers that were complete by `until_ms`, in the order they came; what the
+    client asks for next."""
     done = []
     for ask, f in flights:
         if not f.thread.is_alive():
@@ -106,9 +110,14 @@ def _deliver(person: Person, flights: list, clock: _Clock, until_ms: float) -> N
             at = clock.at_perf(f.finished_at)
             if at <= until_ms:
                 done.append((at, ask, f))
+    asks = []
     for at, ask, f in sorted(done, key=lambda d: d[0]):
         flights.remove((ask, f))
-        person.show(ask, f.final.text, max(at, ask.t_ms))
+        if f.final is not None and f.final.usage.finish_reason != "cancelled":  # (superseded: nothing to show)
+            asks += person.show(ask, f.final.text, max(at, ask.t_ms))
+        else:
+            asks += person.lost(ask, max(at, ask.t_ms))
+    return asks
 
 
 def one_at_a_time(person: Person, served, sampling: SamplingParams = EXTENSION_SAMPLING) -> None:
