@@ -23,6 +23,7 @@ import {
   lineRest,
   offered,
   outcome,
+  prefetchPlace,
   statusText,
   summaryLines,
   typedPast,
@@ -32,7 +33,7 @@ let status: vscode.StatusBarItem;
 const MIN_TOKEN_PROB = 0.6; // the default of fimgate.minTokenProb (package.json says the same)
 const MOVE_REST_MS = 150; // a cursor still this long after a move without an edit: pre-warm there
 
-function settings(): Settings & { enabled: boolean; contextExclude: string[] } {
+function settings(): Settings & { enabled: boolean; contextExclude: string[]; prefetch: boolean } {
   const c = vscode.workspace.getConfiguration("fimgate");
   return {
     gatewayUrl: c.get("gatewayUrl", "http://127.0.0.1:8418"),
@@ -47,6 +48,7 @@ function settings(): Settings & { enabled: boolean; contextExclude: string[] } {
     contextExclude: c.get("contextExclude", [] as string[]),
     alternatives: c.get("alternatives", 8),
     enabled: c.get("enabled", true),
+    prefetch: c.get("prefetch", true),
   };
 }
 
@@ -174,14 +176,16 @@ export function activate(context: vscode.ExtensionContext): void {
 
   // Ask the gateway for a suggestion at this place (superseding the document's one in flight):
   // its first part is remembered when it arrives, the whole when complete.
-  const ask = (document: vscode.TextDocument, text: string, offset: number, s: ReturnType<typeof settings>): Asked => {
+  const ask = (document: vscode.TextDocument, text: string, offset: number, s: ReturnType<typeof settings>, prefetched = false): Asked => {
     const uri = document.uri.toString();
     const prefix = text.slice(0, offset);
     const rest = lineRest(text, offset);
     asked.get(uri)?.abort.abort(); // superseded (the gateway cancels it too)
     const me: Asked = { abort: new AbortController(), prefix, rest, grow: new Growing(s.showPartialAfterMs), meta: { id: "" } };
     asked.set(uri, me);
-    moves.ask(uri, document.version, offset);
+    if (!prefetched) {
+      moves.ask(uri, document.version, offset); // (a prefetch's place is not in this version)
+    }
     const context = ring.forDocument(name(document));
     streamCompletion(uri, text, offset, s, context, me.abort.signal, (piece) => me.grow.add(piece), me.meta).then(
       (complete) => me.grow.end(complete),
@@ -210,8 +214,28 @@ export function activate(context: vscode.ExtensionContext): void {
       } else if (!complete && first) {
         cache.forget(uri, prefix, rest, first); // only a part: the next visit asks for the whole
       }
+      if (complete && !me.abort.signal.aborted) {
+        prefetch(uri, prefix, rest, me.grow.text);
+      }
     });
     return me;
+  };
+
+  // Prefetch (llama.vscode's cacheFutureSuggestion): a whole suggestion on screen, ask in the
+  // background for the place it leads to, so that a Tab finds the next one in the cache (or on
+  // its way). A key that leaves the suggestion supersedes it; the gateway stops it.
+  const prefetch = (uri: string, prefix: string, rest: string, suggestion: string): void => {
+    const s = settings();
+    const editor = vscode.window.activeTextEditor;
+    if (!s.prefetch || !s.enabled || !editor || editor.document.uri.toString() !== uri || !editor.selection.isEmpty) {
+      return;
+    }
+    const doc = editor.document;
+    const place = prefetchPlace(prefix, rest, suggestion, doc.getText(), doc.offsetAt(editor.selection.active));
+    const after = place && place.text.slice(0, place.offset);
+    if (place && after !== undefined && !cache.find(uri, after, rest) && !askedHere(uri, after, rest)) {
+      ask(doc, place.text, place.offset, s, true);
+    }
   };
 
   // The suggestion asked for here, while it can still answer (not superseded, not failed).
@@ -272,6 +296,7 @@ export function activate(context: vscode.ExtensionContext): void {
       moves.ask(uri, document.version, offset);
       const cached = cache.find(uri, prefix, rest);
       if (cached) {
+        prefetch(uri, prefix, rest, cached.rest); // (after a Tab onto a prefetched one: the next)
         return offer(uri, position, prefix, rest, cached.rest, cached.id, cached.alternatives);
       }
       let me = askedHere(uri, prefix, rest); // (asked at the edit)

@@ -70,6 +70,21 @@ export function typedPast(askedPrefix: string, askedRest: string, arrived: strin
   return typed.startsWith(arrived) ? typed : undefined;
 }
 
+/**
+ * Where a prefetch asks (llama.vscode's cacheFutureSuggestion): the document as it would be with
+ * the suggestion made at `prefix` (its line's rest `rest`) accepted, and the offset at its end -
+ * while the person is still at that place or typing along the suggestion (its ghost text is on
+ * screen); undefined once they have moved on or the suggestion is only white space.
+ */
+export function prefetchPlace(prefix: string, rest: string, suggestion: string, text: string, offset: number): { text: string; offset: number } | undefined {
+  const typed = text.slice(0, offset);
+  const after = prefix + suggestion;
+  if (!suggestion.trim() || !typed.startsWith(prefix) || typed.length >= after.length || !after.startsWith(typed) || lineRest(text, offset) !== rest) {
+    return undefined;
+  }
+  return { text: after + text.slice(offset), offset: after.length };
+}
+
 /** Whether the text before the cursor is the suggestion's place plus a strict beginning of it. */
 export function leadsInto(e: { prefix: string; lineRest: string; completion: string }, prefix: string, lineRest: string): boolean {
   return (

@@ -1,5 +1,5 @@
 import * as assert from "assert";
-import { ContextRing, Growing, TYPED_MAX_CHARS, caretAfter, MoveWarmer, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, offered, requestBody, statusText, typedPast } from "../src/logic";
+import { ContextRing, Growing, TYPED_MAX_CHARS, caretAfter, MoveWarmer, SseParser, chunkLines, describeUsage, isSecret, outcome, summaryLines, SuggestionCache, debounce, lineRest, offered, prefetchPlace, requestBody, statusText, typedPast } from "../src/logic";
 
 describe("SuggestionCache", () => {
   it("keeps the rest of a suggestion while the person types through it", () => {
@@ -58,6 +58,23 @@ describe("typedPast", () => {
     assert.strictEqual(typedPast("x = ", "", "comp", "x = cx", ""), undefined); // typed off it: ask anew
     assert.strictEqual(typedPast("x = ", "", "comp", "x = compu", ")"), undefined); // another line rest
     assert.strictEqual(typedPast("x = ", "", "", "x = c", ""), undefined); // nothing arrived yet: ask anew
+  });
+});
+
+describe("prefetchPlace", () => {
+  it("asks at the end of the suggestion, as if accepted, while its ghost text is on screen", () => {
+    const text = "def f(x):\n    ret\n";
+    const at = text.indexOf("ret") + 3;
+    assert.deepStrictEqual(prefetchPlace(text.slice(0, at), "", "urn x", text, at), { text: "def f(x):\n    return x\n", offset: at + 5 });
+    // typed along it: the same place
+    const along = text.slice(0, at) + "ur" + text.slice(at);
+    assert.deepStrictEqual(prefetchPlace(text.slice(0, at), "", "urn x", along, at + 2), { text: "def f(x):\n    return x\n", offset: at + 5 });
+  });
+  it("asks nothing once the person has left the suggestion", () => {
+    const text = "x = retz";
+    assert.strictEqual(prefetchPlace("x = ret", "", "urn", text, text.length), undefined); // typed something else
+    assert.strictEqual(prefetchPlace("x = ", "", "   ", "x = ", 4), undefined); // white space only
+    assert.strictEqual(prefetchPlace("x = ", "", "1", "x = )", 4), undefined); // the line after the cursor changed
   });
 });
 
