@@ -141,6 +141,7 @@ def add_parsers(b) -> None:
     s.add_argument("--commits", type=int, default=60)
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--suffixes", default=None, help="only files ending so, comma-separated (e.g. .py); default: text files")
     s.set_defaults(func=cmd_bench_make_trace)
 
     s = b.add_parser(

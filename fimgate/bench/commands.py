@@ -321,13 +321,14 @@ def cmd_bench_shape(a) -> int:
 
 
 def cmd_bench_make_trace(a) -> int:
-    from fimgate.bench.workloads.make_trace import TraceBuildError, make_trace, write_trace
+    from fimgate.bench.workloads.make_trace import TEXT_SUFFIXES, TraceBuildError, make_trace, write_trace
     from fimgate.bench.workloads.trace import debounced_requests
 
     if a.commits < 1:
         raise UserError("--commits must be at least 1")
     try:
-        events = make_trace(a.repo, a.commits, seed=a.seed)
+        suffixes = tuple(x.strip() for x in a.suffixes.split(",") if x.strip()) if a.suffixes else TEXT_SUFFIXES
+        events = make_trace(a.repo, a.commits, seed=a.seed, suffixes=suffixes)
         write_trace(events, a.out)
         reqs = sum(1 for _ in debounced_requests(events, 150.0))  # re-read: every checkpoint must match
     except (TraceBuildError, OSError, ValueError) as e:

@@ -33,6 +33,8 @@ def test_trace_from_a_repository_replays_to_the_committed_files(tmp_path):
     assert any(e.get("auto") for e in events)  # Enter + indentation arrives as one auto-indent event
     requests = list(debounced_requests(events, 150.0))  # raises if a checkpoint does not match
     assert requests and requests[-1].text == f.read_text()
+    with pytest.raises(TraceBuildError):  # only the files asked for: none here
+        make_trace(str(repo), 5, suffixes=(".rs",))
 
 
 def test_a_repository_without_edits_is_a_clear_error(tmp_path):

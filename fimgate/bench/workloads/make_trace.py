@@ -142,7 +142,9 @@ def edit_events(path: str, old: str, new: str, clock: _Clock) -> list[dict]:
     return events
 
 
-def make_trace(repo: str, num_commits: int, seed: int = 0, max_files_per_commit: int = 4) -> list[dict]:
+def make_trace(
+    repo: str, num_commits: int, seed: int = 0, max_files_per_commit: int = 4, suffixes: tuple[str, ...] = TEXT_SUFFIXES
+) -> list[dict]:
     rng = random.Random(seed)
     clock = _Clock(rng)
     revs = _git(repo, "rev-list", "--no-merges", f"--max-count={num_commits}", "HEAD").split()
@@ -153,7 +155,7 @@ def make_trace(repo: str, num_commits: int, seed: int = 0, max_files_per_commit:
             continue
         subject = _git(repo, "log", "-1", "--format=%s", rev).strip()
         changed = [line.split("\t") for line in _git(repo, "diff", "--name-status", parents[0], rev).splitlines()]
-        files = [p[-1] for p in changed if p[0] == "M" and p[-1].endswith(TEXT_SUFFIXES)][:max_files_per_commit]
+        files = [p[-1] for p in changed if p[0] == "M" and p[-1].endswith(suffixes)][:max_files_per_commit]
         if not files:
             continue
         events.append({"type": "commit", "commit": rev[:12], "subject": subject, "t": clock.pause(2000, 5000)})
