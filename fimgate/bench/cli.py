@@ -252,6 +252,13 @@ def add_parsers(b) -> None:
     s.add_argument("--serve-flags", default="", help="flags for the fimgate serve under test")
     s.add_argument("--json", default=None, help="results; the server's request log goes beside it (.requests.jsonl)")
     s.add_argument("--plot", default=None, metavar="OUT.png")
+    s.add_argument(
+        "--accepting",
+        action="store_true",
+        help="the accepting typist: takes right suggestions (Tab, accept-word); characters not typed and time saved, "
+        "beside the zero-latency ceiling of the model serve runs",
+    )
+    s.add_argument("--reaction-ms", default="300", help="with --accepting: ghost text on screen this long before a Tab")
     s.set_defaults(func=cmd_bench_editor)
 
     s = b.add_parser("lsp", help="the same keystrokes to `fimgate lsp` over the protocol: key -> inline completion answer")

@@ -199,11 +199,18 @@ def cmd_bench_editor(a) -> int:
         raise UserError("--keys must be >= 1")
     path = a.trace or str(SHARED / "traces" / "flask-60.jsonl")
     names = [n.strip() for n in a.clients.split(",") if n.strip()]
+    reactions = None
+    if a.accepting:
+        from fimgate.bench.typist.command import floats_of
+
+        reactions = floats_of(a.reaction_ms, "--reaction-ms")
     with tempfile.TemporaryDirectory(prefix="bench-editor-") as work:
         try:
-            result = bench_editor(path, a.keys, names, shlex.split(a.serve_flags), work)
+            result = bench_editor(path, a.keys, names, shlex.split(a.serve_flags), work, reactions)
         except (RuntimeError, ValueError, OSError) as e:
             raise UserError(str(e)) from None
+    if reactions:
+        return _accepting_result(a, result, path, reactions)
     for name, r in result["clients"].items():
         if "error" in r:
             print(f"{name:15s} FAILED: {r['error']}", file=sys.stderr)
@@ -241,6 +248,46 @@ def cmd_bench_editor(a) -> int:
             f"{result['keys']} keys of {os.path.basename(path)} in real VS Code",
         )
     return 0
+
+
+def _accepting_result(a, result: dict, path: str, reactions: list[float]) -> int:
+    """bench editor --accepting: each client's figures beside the ceiling of the model serve ran."""
+    import shlex
+
+    from fimgate.bench.editor.vscode import _model_flag
+    from fimgate.bench.typist.command import ceiling_of
+    from fimgate.bench.typist.script import steps_of
+    from fimgate.bench.workloads.trace import read_events
+
+    result.pop("request_log", None)
+    model = _model_flag(shlex.split(a.serve_flags))
+    ceiling = ceiling_of(steps_of(read_events(path), a.keys), model, reactions)  # after VS Code: alone
+    result["ceiling"] = ceiling
+    for name, rows in result["clients"].items():
+        if "error" in rows:
+            print(f"{name:28s} FAILED: {rows['error']}", file=sys.stderr)
+            continue
+        for key, r in rows.items():
+            top = ceiling[key]["saved_share"]
+            if name.partition("@")[0].startswith("fimgate"):
+                r["of_ceiling"] = round(r["saved_share"] / top, 4) if top else None
+            print(f"{name:28s} {key:15s} {_spared(r)} | faithful {r['faithful']}", file=sys.stderr)
+    for key, r in ceiling.items():
+        print(f"{'ceiling (zero latency)':28s} {key:15s} {_spared(r)}", file=sys.stderr)
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+def _spared(r: dict) -> str:
+    tab = r["tab_to_next_ghost_ms"]
+    ceiling = f" ({r['of_ceiling']:.0%} of the ceiling)" if r.get("of_ceiling") else ""
+    return (
+        f"not typed {r['saved_share']:.1%}{ceiling}, net of presses {r['net_saved_share']:.1%}, time saved "
+        f"{r['time_saved_share']:.1%}, accepts {r['accepts']['whole']} whole + {r['accepts']['words']} by word, "
+        f"Tab -> next ghost p50 {tab['p50']} ms"
+    )
 
 
 def cmd_bench_lsp(a) -> int:

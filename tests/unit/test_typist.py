@@ -8,7 +8,7 @@ import math
 import pytest
 
 from fimgate.bench.typist.person import Person
-from fimgate.bench.typist.rule import accept, next_word_end
+from fimgate.bench.typist.rule import LLAMA_VSCODE, accept, next_word_end, space_word_end
 from fimgate.bench.typist.script import Step, steps_of
 
 
@@ -57,6 +57,15 @@ def test_next_word_end_follows_vscode():
     assert next_word_end(".url") == 1  # punctuation up to the next word
     assert next_word_end("  x") == 2  # white space first
     assert next_word_end("\n    return") == 5  # a newline and its indent: one press
+
+
+def test_llama_vscode_takes_one_space_separated_word_a_suggestion():
+    assert space_word_end("self.url = url") == 8  # up to the space: "self.url"
+    assert space_word_end("    return x") == 10  # its leading spaces and the word
+    assert space_word_end("\n    return x") == 11  # an empty first line: the newline and the next line's word
+    a = accept("self.url = url", "self.url = base", words=LLAMA_VSCODE)
+    assert (a.chars, a.presses) == (8, 1)  # one press: a second would insert "self.url" again
+    assert accept("self.url = url", "self.uri", words=LLAMA_VSCODE) is None
 
 
 def shown_taken(shown, a):

@@ -324,8 +324,14 @@ def _model_flag(serve_flags: list[str]) -> str | None:
     return None
 
 
-def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str], workdir: str) -> dict:
+def bench_editor(
+    trace: str, keys: int, names: list[str], serve_flags: list[str], workdir: str, reactions: list[float] | None = None
+) -> dict:
+    """Each client types the trace's first `keys` keys; with `reactions`, as the accepting typist
+    with each reaction time (fimgate/bench/editor/vscode_typist.py)."""
     from fimgate.backend.model.registry import resolve_model
+    from fimgate.bench.editor.vscode_typist import type_accepting
+    from fimgate.bench.typist.script import steps_of
 
     missing = [p for p in TOOLCHAIN if not os.path.exists(p)]
     if missing:
@@ -342,6 +348,7 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
     if stale:
         raise RuntimeError(f"{FIMGATE_VSIX} is older than {stale}: rebuild it (cd vscode-extension && npm run package)")
     sl = trace_slice(read_events(trace), keys)
+    steps = steps_of(read_events(trace), keys) if reactions else []
     request_log = os.path.join(workdir, "requests.jsonl")
     results: dict[str, dict] = {}
     rss = {"last": None, "peak": None}
@@ -356,7 +363,11 @@ def bench_editor(trace: str, keys: int, names: list[str], serve_flags: list[str]
                 elif server not in urls:  # the same GGUF file fimgate serves
                     urls[server] = stack.enter_context(llama_server(resolve_model(_model_flag(serve_flags))))
                 log = request_log if server == "fimgate" else None
-                results[n] = run_client(clients(urls[server])[c], sl, workdir, log)
+                client = clients(urls[server])[c]
+                if reactions:
+                    results[n] = {f"reaction_{r:g}ms": type_accepting(client, steps, r, workdir) for r in reactions}
+                else:
+                    results[n] = run_client(client, sl, workdir, log)
             except (RuntimeError, subprocess.SubprocessError) as e:
                 results[n] = {"error": str(e)[:2000]}
         if proc is not None:  # the gateway's resident memory after its clients' keys (and peak): what the bound is about

@@ -62,7 +62,7 @@ def fimgate_served(engine, template: str | None, multiline: bool | None, first_w
     return service, service.planner
 
 
-def _floats(text: str, what: str) -> list[float]:
+def floats_of(text: str, what: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -79,6 +79,7 @@ def cmd_bench_typist(a) -> dict:
     from fimgate.bench.peers.llama_server import LlamaServerPeer, llama_server
     from fimgate.bench.replay.strategies import served
     from fimgate.bench.typist.person import Person
+    from fimgate.bench.typist.rule import LLAMA_VSCODE, VSCODE, WordRule
     from fimgate.bench.typist.screens import EXTENSION_SAMPLING, at_once, on_engine, one_at_a_time
     from fimgate.bench.typist.script import steps_of
     from fimgate.bench.workloads.trace import TraceError, read_events
@@ -88,8 +89,8 @@ def cmd_bench_typist(a) -> dict:
     unknown = [c for c in clients if c not in CLIENTS]
     if unknown:
         raise UserError(f"unknown client {unknown[0]!r}; known: {', '.join(CLIENTS)}")
-    reactions = _floats(a.reaction_ms, "--reaction-ms")
-    floors = _floats(a.floors, "--floors")
+    reactions = floats_of(a.reaction_ms, "--reaction-ms")
+    floors = floats_of(a.floors, "--floors")
     policies = [p.strip() for p in a.multiline.split(",") if p.strip()]
     if not policies or any(p not in MULTILINE for p in policies):
         raise UserError("--multiline takes auto, off, on (comma-separated)")
@@ -103,8 +104,8 @@ def cmd_bench_typist(a) -> dict:
     tmpl = TEMPLATES[a.template] if a.template else template_for_model(engine.model_name)
     results: dict[str, dict] = {}
 
-    def person(reaction: float, warmups: bool = False, prefetch: bool = False) -> Person:
-        return Person(steps, reaction, warmups=warmups, context_chars=a.context_chars, prefetch=prefetch)
+    def person(reaction: float, warmups: bool = False, prefetch: bool = False, words: WordRule = VSCODE) -> Person:
+        return Person(steps, reaction, warmups=warmups, context_chars=a.context_chars, prefetch=prefetch, words=words)
 
     for floor, policy, reaction in itertools.product(floors, policies, reactions):
         variant = "" if (floor, policy) == (0.6, "auto") else f"[floor={floor:g},multiline={policy}]"
@@ -131,7 +132,7 @@ def cmd_bench_typist(a) -> dict:
                     url, engine.tokenizer, engine.model_name, n_cmpl=1 if name.startswith("llama.vscode-1") else 3
                 )
                 for reaction in reactions:
-                    p = person(reaction)
+                    p = person(reaction, words=LLAMA_VSCODE)  # its own Ctrl+Right
                     one_at_a_time(p, served(peer.strategy("llama.vscode", tmpl), peer))
                     results.setdefault(name, {})[f"reaction_{reaction:g}ms"] = p.summary()
     for name, rows in results.items():  # each fimgate row against its own ceiling
@@ -149,3 +150,20 @@ def cmd_bench_typist(a) -> dict:
         "context_chars": a.context_chars,
         "clients": results,
     }
+
+
+def ceiling_of(steps, model: str | None, reactions: list[float], context_chars: int = 3000) -> dict:
+    """The zero-latency ceiling of fimgate's client on `model` (the default: None), per reaction
+    time, for `bench editor --accepting`: what that model can spare the person at best."""
+    from fimgate.bench.typist.person import Person
+    from fimgate.bench.typist.screens import EXTENSION_SAMPLING, at_once
+    from fimgate.gateway.build import ServiceConfig, build_backend
+
+    engine = build_backend(ServiceConfig(model=model))
+    out = {}
+    for reaction in reactions:
+        engine.reset()
+        p = Person(steps, reaction, context_chars=context_chars)
+        at_once(p, fimgate_served(engine, None, None, first_window=False), replace(EXTENSION_SAMPLING, max_predict_ms=None))
+        out[f"reaction_{reaction:g}ms"] = p.summary()
+    return out

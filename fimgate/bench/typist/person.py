@@ -25,7 +25,7 @@ import bisect
 import math
 from dataclasses import dataclass, field
 
-from fimgate.bench.typist.rule import Accept, accept
+from fimgate.bench.typist.rule import VSCODE, Accept, WordRule, accept
 from fimgate.bench.typist.script import Step
 from fimgate.bench.workloads.context_ring import Ring
 
@@ -83,12 +83,19 @@ class Tally:
 
 class Person:
     def __init__(
-        self, steps: list[Step], reaction_ms: float = 300.0, warmups: bool = False, context_chars: int = 0, prefetch: bool = False
+        self,
+        steps: list[Step],
+        reaction_ms: float = 300.0,
+        warmups: bool = False,
+        context_chars: int = 0,
+        prefetch: bool = False,
+        words: WordRule = VSCODE,
     ) -> None:
         self.steps = steps
         self.reaction_ms = reaction_ms
         self.warmups = warmups
         self.prefetch = prefetch
+        self.words = words
         self._ready: dict[tuple, str] = {}  # prefetched: (file, text, cursor) -> the suggestion there
         self._prefetching: set[tuple] = set()  # asked for, not arrived
         self.ring = Ring(context_chars)
@@ -136,7 +143,7 @@ class Person:
         for s in self._next_keys():
             starts.append(n)
             n += len(s.text) + len(s.then)
-        return accept(shown, self.upcoming(), lambda chars: bisect.bisect_left(starts, chars))
+        return accept(shown, self.upcoming(), lambda chars: bisect.bisect_left(starts, chars), self.words)
 
     # -- what the editor shows --
 
@@ -165,6 +172,14 @@ class Person:
             self._since_accept = None
         self._plan_accept(at_ms)
         return self._prefetch_after(at_ms)
+
+    def seen(self, text: str, at_ms: float) -> None:
+        """A real editor's screen (bench editor --accepting): the ghost text on it now ("" none)."""
+        if not text.strip():
+            self._clear()
+        elif self.screen is None or self.screen.text != text:
+            f = self.file
+            self.show(Ask(at_ms, f, self.docs[f], self.cursor[f], self.version), text, at_ms)
 
     def lost(self, ask: Ask, at_ms: float) -> list[Ask]:
         """`ask` ended at `at_ms` without an answer (superseded, or it failed). A prefetch that an

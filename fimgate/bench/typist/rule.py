@@ -12,7 +12,9 @@ of `upcoming`.
 One accept-word press takes, as VS Code's InlineCompletionsModel.acceptNextWord does, the word at the
 start of the rest (VS Code's default word definition), or the run of other characters up to the next
 word, or the white space up to its end where that comes first; a press that would take the whole rest
-is a Tab.
+is a Tab. llama.vscode binds Ctrl+Right to its own acceptFirstWord instead (`space_word_end`: the
+first line's leading spaces and what follows up to a space, once a suggestion: a second press
+would insert the same word again).
 """
 
 from __future__ import annotations
@@ -47,16 +49,39 @@ def next_word_end(text: str) -> int:
     return max(1, end) if text else 0
 
 
-def accept(shown: str, upcoming: str, keys: Callable[[int], int] = lambda n: n) -> Accept | None:
+def space_word_end(text: str) -> int:
+    """How many characters of `text` llama.vscode's acceptFirstWord (Ctrl+Right) inserts."""
+    lines = text.split("\n")
+    first = lines[0]
+    word = first[: len(first) - len(first.lstrip(" "))] + (first.lstrip(" ").split(" ")[0])
+    if not word and len(lines) > 1:
+        second = lines[1]
+        return 1 + len(second) - len(second.lstrip(" ")) + len(second.lstrip(" ").split(" ")[0])
+    return len(word)
+
+
+@dataclass(frozen=True)
+class WordRule:
+    """An editor's accept-word: the characters one press takes, and how many presses a suggestion allows."""
+
+    end: Callable[[str], int] = next_word_end
+    max_presses: int | None = None
+
+
+VSCODE = WordRule()
+LLAMA_VSCODE = WordRule(space_word_end, max_presses=1)
+
+
+def accept(shown: str, upcoming: str, keys: Callable[[int], int] = lambda n: n, words: WordRule = VSCODE) -> Accept | None:
     """What the person takes of `shown` when they are about to type `upcoming`; None: nothing."""
     if not shown or not shown.strip():
         return None
     if upcoming.startswith(shown):
         return Accept(len(shown), 1, "whole") if keys(len(shown)) > 1 else None
     taken = presses = 0
-    while taken < len(shown):
-        step = next_word_end(shown[taken:])
-        if not upcoming.startswith(shown[: taken + step]):
+    while taken < len(shown) and (words.max_presses is None or presses < words.max_presses):
+        step = words.end(shown[taken:])
+        if step <= 0 or not upcoming.startswith(shown[: taken + step]):
             break
         taken += step
         presses += 1
