@@ -259,7 +259,7 @@ def _accepting_result(a, result: dict, path: str, reactions: list[float]) -> int
     from fimgate.bench.typist.script import steps_of
     from fimgate.bench.workloads.trace import read_events
 
-    result.pop("request_log", None)
+    log = result.pop("request_log", [])
     model = _model_flag(shlex.split(a.serve_flags))
     ceiling = ceiling_of(steps_of(read_events(path), a.keys), model, reactions)  # after VS Code: alone
     result["ceiling"] = ceiling
@@ -277,6 +277,8 @@ def _accepting_result(a, result: dict, path: str, reactions: list[float]) -> int
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
+        with open(a.json.removesuffix(".json") + ".requests.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(line) + "\n" for line in log)  # the server's request log
     return 0
 
 

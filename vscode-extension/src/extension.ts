@@ -214,7 +214,9 @@ export function activate(context: vscode.ExtensionContext): void {
       } else if (!complete && first) {
         cache.forget(uri, prefix, rest, first); // only a part: the next visit asks for the whole
       }
-      if (complete && !me.abort.signal.aborted) {
+      if (complete) {
+        // (not whether it was aborted since: VS Code cancels a request it has moved on from, and
+        // the extension aborts a finished one with it; where the person is decides)
         prefetch(uri, prefix, rest, me.grow.text);
       }
     });

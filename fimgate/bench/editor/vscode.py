@@ -101,6 +101,9 @@ def clients(url: str) -> dict[str, Client]:
         "fimgate-no-alternatives": Client(  # no texts for keys that leave the suggestion (A/B)
             "fimgate-no-alternatives", FIMGATE_VSIX, {"fimgate.gatewayUrl": url, "fimgate.alternatives": 0}, "fimgate"
         ),
+        "fimgate-no-prefetch": Client(  # no request for the suggestion after the one on screen (A/B)
+            "fimgate-no-prefetch", FIMGATE_VSIX, {"fimgate.gatewayUrl": url, "fimgate.prefetch": False}, "fimgate"
+        ),
         "fimgate-no-floor": Client(  # the whole completion, however unsure the model was of its end
             "fimgate-no-floor", FIMGATE_VSIX, {"fimgate.gatewayUrl": url, "fimgate.minTokenProb": 0}, "fimgate"
         ),

@@ -108,18 +108,21 @@ def type_accepting(client: Client, steps: list[Step], reaction_ms: float, workdi
             t0 = hands.ready_at + 500  # (VS Code settles)
             opened: set[str] = set()
             late = []  # how far behind the person's time each action began (the driver's own lag)
+            timeline = []  # (ms, what): the screen's changes and the person's actions, for a closer look
             while not person.done:
                 t = person.next_ms()
                 known = person.screen.text if person.screen is not None else ""
                 r = hands.do(op="watch", known=known, until=t0 + t)
                 if not r.get("timeout"):
                     person.seen(r["text"], r["at"] - t0)
+                    timeline.append((r["at"] - t0, "shown " + r["text"][:60]))
                     continue
                 before = person.file
                 action, _ = person.act()  # (its asks are the extension's to make: it makes its own)
                 late.append(max(0, r["at"] - t0 - action.t_ms))
                 s = action.step
                 f = person.file
+                timeline.append((r["at"] - t0, "accept " + action.taken.kind if s is None else f"{s.op} {s.text[:20]!r}"))
                 if s is None:
                     taken = action.taken
                     hands.do(op="accept", kind=taken.kind, presses=taken.presses, press_ms=PRESS_MS, then=action.then)
@@ -149,4 +152,6 @@ def type_accepting(client: Client, steps: list[Step], reaction_ms: float, workdi
     summary["faithful"] = not mismatches  # the saved files hold what the person's document holds
     summary["mismatches"] = mismatches
     summary["screenshot"] = str(tmp / "end.png")
+    summary["timeline"] = timeline
+    summary["t0_unix_ms"] = t0
     return summary
