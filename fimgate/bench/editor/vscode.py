@@ -2,7 +2,8 @@
 into real VS Code (code-server, tests/e2e/vscode/replay.js) with its real gaps between keys, with
 an extension pointed at `fimgate serve`; for every key: the time until ghost text was drawn, or
 none before the next key; the text shown; whether the person's next typed text starts with it
-(useful). Several clients run one after another against the same server, in one run: fimgate's
+(useful). Several clients run one after another in one run, each on a fresh server (none finds
+the cache the one before it left): fimgate's
 extension with its earlier settings (its own 120 ms debounce, a one-suggestion cache, no time
 budget, whole suggestions only), showing only whole suggestions, without context from other
 files, and as it is now (a suggestion's first part shown as soon as it arrives, the rest when
@@ -355,26 +356,27 @@ def bench_editor(
     request_log = os.path.join(workdir, "requests.jsonl")
     results: dict[str, dict] = {}
     rss = {"last": None, "peak": None}
-    with contextlib.ExitStack() as stack:
-        urls: dict[str, str] = {}
-        proc = None
-        for n, (c, server) in specs.items():  # a client whose replay fails is reported as such; the others still count
-            try:
-                if server not in urls and server == "fimgate":
-                    proc, urls[server] = start_serve(*serve_flags, "--request-log", request_log)
-                    stack.callback(stop, proc)
-                elif server not in urls:  # the same GGUF file fimgate serves
-                    urls[server] = stack.enter_context(llama_server(resolve_model(_model_flag(serve_flags))))
-                log = request_log if server == "fimgate" else None
-                client = clients(urls[server])[c]
-                if reactions:
-                    results[n] = {f"reaction_{r:g}ms": type_accepting(client, steps, r, workdir) for r in reactions}
-                else:
-                    results[n] = run_client(client, sl, workdir, log)
-            except (RuntimeError, subprocess.SubprocessError) as e:
-                results[n] = {"error": str(e)[:2000]}
-        if proc is not None:  # the gateway's resident memory after its clients' keys (and peak): what the bound is about
-            rss = {k: rss_bytes(proc.pid, peak=k == "peak") for k in ("last", "peak")}
+    # every client (and reaction time) on a fresh server: none finds the K/V the one before left
+    for n, (c, server) in specs.items():  # a client whose replay fails is reported as such; the others still count
+        try:
+            out: dict = {}
+            for r in reactions or [None]:
+                with contextlib.ExitStack() as stack:
+                    if server == "fimgate":
+                        proc, url = start_serve(*serve_flags, "--request-log", request_log)
+                        stack.callback(stop, proc)
+                    else:  # the same GGUF file fimgate serves
+                        proc, url = None, stack.enter_context(llama_server(resolve_model(_model_flag(serve_flags))))
+                    client = clients(url)[c]
+                    if r is None:
+                        out = run_client(client, sl, workdir, request_log if proc else None)
+                    else:
+                        out[f"reaction_{r:g}ms"] = type_accepting(client, steps, r, workdir)
+                    if proc is not None:  # the gateway's resident memory after the keys (and peak): what the bound is about
+                        rss = {k: rss_bytes(proc.pid, peak=k == "peak") for k in ("last", "peak")}
+            results[n] = out
+        except (RuntimeError, subprocess.SubprocessError) as e:
+            results[n] = {"error": str(e)[:2000]}
     return {
         "trace": trace,
         "keys": keys,

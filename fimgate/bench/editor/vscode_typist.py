@@ -107,22 +107,25 @@ def type_accepting(client: Client, steps: list[Step], reaction_ms: float, workdi
         try:
             t0 = hands.ready_at + 500  # (VS Code settles)
             opened: set[str] = set()
-            late = []  # how far behind the person's time each action began (the driver's own lag)
-            timeline = []  # (ms, what): the screen's changes and the person's actions, for a closer look
+            late = []  # how far behind the person's time each action began (the driver's own lag, absorbed)
+            timeline = []  # (person's ms, wall ms, what): the screen's changes and the person's actions
             while not person.done:
                 t = person.next_ms()
                 known = person.screen.text if person.screen is not None else ""
                 r = hands.do(op="watch", known=known, until=t0 + t)
                 if not r.get("timeout"):
                     person.seen(r["text"], r["at"] - t0)
-                    timeline.append((r["at"] - t0, "shown " + r["text"][:60]))
+                    timeline.append((r["at"] - t0, r["at"], "shown " + r["text"][:60]))
                     continue
                 before = person.file
                 action, _ = person.act()  # (its asks are the extension's to make: it makes its own)
-                late.append(max(0, r["at"] - t0 - action.t_ms))
+                behind = r["at"] - t0 - action.t_ms
+                late.append(max(0, behind))
+                if behind > 0:  # the last action took longer than the gap after it (a file opened,
+                    t0 += behind  # Go to Line): the person's clock waits, so their gaps stay theirs
                 s = action.step
                 f = person.file
-                timeline.append((r["at"] - t0, "accept " + action.taken.kind if s is None else f"{s.op} {s.text[:20]!r}"))
+                timeline.append((action.t_ms, r["at"], "accept " + action.taken.kind if s is None else f"{s.op} {s.text[:20]!r}"))
                 if s is None:
                     taken = action.taken
                     hands.do(op="accept", kind=taken.kind, presses=taken.presses, press_ms=PRESS_MS, then=action.then)
@@ -153,5 +156,4 @@ def type_accepting(client: Client, steps: list[Step], reaction_ms: float, workdi
     summary["mismatches"] = mismatches
     summary["screenshot"] = str(tmp / "end.png")
     summary["timeline"] = timeline
-    summary["t0_unix_ms"] = t0
     return summary
