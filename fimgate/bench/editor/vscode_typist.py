@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from fimgate.bench.editor.vscode import TYPING_SETTINGS, Client, _first_difference
+from fimgate.bench.editor.vscode import TYPING_SETTINGS, Client, _first_difference, _line_col
 from fimgate.bench.editor.vscode_rig import HERE, code_server
 from fimgate.bench.typist.person import PRESS_MS, Person
 from fimgate.bench.typist.rule import LLAMA_VSCODE, VSCODE
@@ -54,11 +54,6 @@ class _Hands:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=30)
-
-
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset)
-    return line + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _opened(steps: list[Step]) -> dict[str, str]:

@@ -135,10 +135,17 @@ def _state(r: TraceRequest, k: int) -> EditorState:
 
 
 def _start(service, planning, r: TraceRequest, k: int, t_req: float, now: float, asked: tuple) -> _Flight:
+    return start_flight(service, planning, _state(r, k), now, asked, _Flight(k, r, t_req, None, None))
+
+
+def start_flight(service, planning, state: EditorState, now: float, asked: tuple, f: _Flight) -> _Flight:
+    """Start `state`'s request on the service at replay time `now` (ms), read by a thread into
+    `f` (its plan and cancel token filled in); back once the engine has it (or type-through
+    answered)."""
     planning.now_s = now / 1000
     planning.last = None
-    events, cancel = service.start(_state(r, k), *asked)
-    f = _Flight(k, r, t_req, planning.last, cancel)
+    events, f.cancel = service.start(state, *asked)
+    f.plan = planning.last
     f.thread = threading.Thread(target=_read, args=(f, events), daemon=True)
     before = service.backend.scheduler.submitted
     f.thread.start()

@@ -15,11 +15,10 @@ strategy's requests: fimgate's extension's settings, or llama.vscode's own bodie
 
 from __future__ import annotations
 
-import threading
 import time
 
 from fimgate.backend.base import SamplingParams
-from fimgate.bench.replay.batched import _Clock, _External, _Flight, _read
+from fimgate.bench.replay.batched import _Clock, _External, _Flight, start_flight
 from fimgate.bench.typist.person import Ask, Person
 from fimgate.efim.planner import EditorState
 from fimgate.gateway.service import Shape
@@ -87,16 +86,7 @@ def on_engine(person: Person, served, engine, sampling: SamplingParams = EXTENSI
 
 
 def _start(service, planning, ask: Ask, now: float, asked: tuple) -> _Flight:
-    planning.now_s = now / 1000
-    planning.last = None
-    events, cancel = service.start(_state(ask), *asked)
-    f = _Flight(0, None, ask.t_ms, planning.last, cancel)
-    f.thread = threading.Thread(target=_read, args=(f, events), daemon=True)
-    before = service.backend.scheduler.submitted
-    f.thread.start()
-    while f.thread.is_alive() and service.backend.scheduler.submitted == before:
-        time.sleep(0.0001)  # until the reader has handed it to the engine (or type-through answered)
-    return f
+    return start_flight(service, planning, _state(ask), now, asked, _Flight(0, None, ask.t_ms, None, None))
 
 
 def _deliver(person: Person, flights: list, clock: _Clock, until_ms: float) -> list[Ask]:
